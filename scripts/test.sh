@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# scripts/test.sh — run every Busbar test that needs only this repository and the
+# machine's toolchains. It installs what the tests need (Node peers from npm,
+# staticcheck from the Go module proxy) and then runs, in order:
+#   gofmt check, go vet, staticcheck, go test -race ./...
+# Usage: scripts/test.sh [extra go test flags, e.g. -run TestX]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n== %s\n' "$*"; }
+
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2
+
+log "toolchain"
+go version
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  log "installing nodejs and npm (Debian)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+node --version
+
+log "node test peers (test/node)"
+(cd test/node && npm ci --no-audit --no-fund --loglevel=error)
+# With the peers installed, interop tests must run rather than skip.
+export BUSBAR_REQUIRE_INTEROP=1
+
+log "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './test/node/*'))
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+log "go vet"
+go vet ./...
+
+log "staticcheck"
+GOBIN="$(go env GOPATH)/bin"
+if ! "$GOBIN/staticcheck" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION#v})"; then
+  go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+fi
+"$GOBIN/staticcheck" ./...
+
+log "go test -race"
+go test -race -count=1 -timeout 15m "$@" ./...

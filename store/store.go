@@ -68,7 +68,9 @@ type Batch struct {
 }
 
 // Set stores value under key.
-func (b *Batch) Set(key, value []byte) { b.Ops = append(b.Ops, Op{Kind: OpSet, Key: key, Value: value}) }
+func (b *Batch) Set(key, value []byte) {
+	b.Ops = append(b.Ops, Op{Kind: OpSet, Key: key, Value: value})
+}
 
 // Delete removes key.
 func (b *Batch) Delete(key []byte) { b.Ops = append(b.Ops, Op{Kind: OpDelete, Key: key}) }

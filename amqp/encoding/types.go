@@ -2,6 +2,16 @@
 // every primitive type in every encoding, described types, lists, maps and
 // arrays, as append-style encoders and a bounds-checked decoder that never
 // trusts a length from the wire.
+//
+// It owns the mapping between AMQP values and bytes and nothing above it:
+// it knows no performatives, messages or connections (those live in
+// amqp/frames and amqp/message, which build on the Decoder's typed readers
+// and the Append* functions), and it does no I/O.
+//
+// The decoder's guarantees: every length and element count is checked
+// against the bytes remaining before anything is allocated, nesting is
+// bounded by MaxDepth, and every failure is an *Error naming what was wrong
+// and at which offset.
 package encoding
 
 // Go representations of AMQP values, as the decoder returns them and the

@@ -60,8 +60,8 @@ type Body interface{ frameBody() }
 type Open struct {
 	ContainerID         string
 	Hostname            string
-	MaxFrameSize        uint32 // default 4294967295
-	ChannelMax          uint16 // default 65535
+	MaxFrameSize        uint32 // default 4294967295; 0 is encoded as absent (the default)
+	ChannelMax          uint16 // default 65535; always encoded as given
 	IdleTimeout         uint32 // milliseconds; 0 = none
 	OutgoingLocales     []encoding.Symbol
 	IncomingLocales     []encoding.Symbol
@@ -76,7 +76,7 @@ type Begin struct {
 	NextOutgoingID      uint32
 	IncomingWindow      uint32
 	OutgoingWindow      uint32
-	HandleMax           uint32 // default 4294967295
+	HandleMax           uint32 // default 4294967295; always encoded as given
 	OfferedCapabilities []encoding.Symbol
 	DesiredCapabilities []encoding.Symbol
 	Properties          encoding.Fields
@@ -100,7 +100,9 @@ type Attach struct {
 	Properties           encoding.Fields
 }
 
-// Source is the source terminus (0x28).
+// Source is the source terminus (0x28). An empty Address is absent.
+// ExpiryPolicy decodes as "session-end" when absent; "" and "session-end"
+// are both encoded as absent.
 type Source struct {
 	Address               string
 	Durable               uint32 // terminus-durability
@@ -115,7 +117,7 @@ type Source struct {
 	Capabilities          []encoding.Symbol
 }
 
-// Target is the target terminus (0x29).
+// Target is the target terminus (0x29); its fields follow Source's rules.
 type Target struct {
 	Address               string
 	Durable               uint32
@@ -142,7 +144,8 @@ type Flow struct {
 }
 
 // Transfer is the transfer performative (0x14) with its payload. Payload
-// aliases the decoded frame's buffer; copy it to keep it past the next read.
+// and DeliveryTag alias the decoded frame's buffer; copy them to keep them
+// past the next read. An empty payload decodes as nil.
 type Transfer struct {
 	Handle        uint32
 	DeliveryID    *uint32 // nil on continuation frames
@@ -285,16 +288,15 @@ type Header struct {
 	Channel uint16 // AMQP frames; the type-specific bytes otherwise
 }
 
-// The codec (implemented in codec.go):
+// The codec (codec.go, decode.go, encode.go, states.go):
 //
-//	func ParseHeader(b []byte) (Header, error)
-//	    // b holds at least HeaderSize bytes; validates Size >= 8 and DataOff >= 2.
-//	func Decode(h Header, frame []byte) (Body, error)
-//	    // frame is the whole frame (header included); returns nil Body for an
-//	    // empty (heartbeat) frame. Transfer.Payload aliases frame.
-//	func Append(dst []byte, typ uint8, channel uint16, body Body) ([]byte, error)
-//	    // appends one whole frame (header, performative, and Transfer.Payload);
-//	    // body nil appends an empty frame.
-//	func TransferOverhead(t *Transfer) int
-//	    // bytes a frame carrying t takes besides its payload, for splitting
-//	    // a delivery at the peer's max-frame-size.
+//	ParseHeader(b) (Header, error)            the fixed 8-byte header
+//	Decode(h, frame) (Body, error)            one whole frame; nil Body for a heartbeat
+//	(*Decoder).Decode(h, frame) (Body, error) the same, reusing storage: no allocations
+//	                                          for transfer, flow and disposition
+//	Append(dst, typ, channel, body) ([]byte, error)
+//	                                          one whole frame; nil body for a heartbeat
+//	TransferOverhead(t) int                   frame bytes besides t.Payload
+//
+// Decoding errors are *DecodeError carrying the condition (amqp:decode-error
+// or amqp:invalid-field), the frame and the field.

@@ -23,8 +23,8 @@ func init() {
 		{"ReplyTo", true, kString},
 		{"Label", true, kString},
 		{"ContentType", true, kString},
-		{"PartitionKey", true, kString},
-		{"ViaPartitionKey", true, kString},
+		{"PartitionKey", false, kNull}, // Busbar has no partitions: read-only
+		{"ViaPartitionKey", false, kNull},
 		{"TimeToLive", true, kDuration},
 		{"ScheduledEnqueueTimeUtc", true, kTime},
 		{"EnqueuedTimeUtc", false, kNull},

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/server"
+)
+
+const serveHelp = `Run the broker.
+
+Usage:
+  busbar serve [flags]
+
+Every flag can also be set with an environment variable (shown in brackets);
+a flag wins over the variable, and the variable over the config file.
+
+Examples:
+  busbar serve
+  busbar serve --config Config.json            # the emulator's Config.json works unchanged
+  busbar serve --amqp 0.0.0.0:5672 --data /var/lib/busbar
+  busbar serve --amqps 127.0.0.1:5671 --tls-self-signed
+
+Flags:
+`
+
+type serveFlags struct {
+	configPath, dataDir, amqpAddr, amqpsAddr, httpAddr string
+	tlsCert, tlsKey                                    string
+	selfSigned, pprof, httpTLS                         bool
+	maxMessageKB                                       int64
+	logLevel, logFormat                                string
+	shutdownTimeout                                    time.Duration
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	var f serveFlags
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, serveHelp)
+		fs.PrintDefaults()
+	}
+	str := func(p *string, name, env, def, help string) {
+		fs.StringVar(p, name, envOr(env, def), help+" ["+env+"]")
+	}
+	str(&f.configPath, "config", "BUSBAR_CONFIG", "", "configuration file (Busbar's, or the emulator's Config.json)")
+	str(&f.dataDir, "data", "BUSBAR_DATA_DIR", "", "data directory (default ./busbar-data)")
+	str(&f.amqpAddr, "amqp", "BUSBAR_AMQP_ADDR", "", "plain AMQP listen address (default 127.0.0.1:5672)")
+	str(&f.amqpsAddr, "amqps", "BUSBAR_AMQPS_ADDR", "", "TLS AMQP listen address, e.g. 127.0.0.1:5671 (off by default)")
+	str(&f.httpAddr, "http", "BUSBAR_HTTP_ADDR", "", `management and metrics listen address (default 127.0.0.1:5300; "-" disables)`)
+	str(&f.tlsCert, "tls-cert", "BUSBAR_TLS_CERT", "", "PEM certificate for TLS listeners")
+	str(&f.tlsKey, "tls-key", "BUSBAR_TLS_KEY", "", "PEM private key for TLS listeners")
+	str(&f.logLevel, "log-level", "BUSBAR_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	str(&f.logFormat, "log-format", "BUSBAR_LOG_FORMAT", "text", "log format: text or json")
+	fs.BoolVar(&f.selfSigned, "tls-self-signed", envBool("BUSBAR_TLS_SELF_SIGNED"),
+		"generate (once, in the data directory) a self-signed certificate for localhost, for development [BUSBAR_TLS_SELF_SIGNED]")
+	fs.BoolVar(&f.httpTLS, "http-tls", envBool("BUSBAR_HTTP_TLS"), "serve the HTTP listener over TLS [BUSBAR_HTTP_TLS]")
+	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
+	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
+		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "busbar serve: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "busbar serve:", err)
+		return exitUsage
+	}
+	opts, err := f.options(log)
+	if err != nil {
+		fmt.Fprintln(stderr, "busbar serve:", err)
+		return exitError
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.Start(ctx, opts)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return exitError
+	}
+	log.Info("busbar is running", "version", version, "amqp", srv.AMQPAddr().String(),
+		"amqps", addrString(srv.AMQPSAddr()), "http", addrString(srv.HTTPAddr()), "data", opts.DataDir)
+	if key, created := srv.RootKey(); key != "" {
+		if created {
+			fmt.Fprintf(stdout, "Generated a root key, kept in %s.\n", filepath.Join(opts.DataDir, "root-key.json"))
+		}
+		fmt.Fprintf(stdout, "Connection string:\n  %s\n", srv.ConnectionString())
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return exitError
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// options merges flags (already defaulted from the environment) over the
+// config file's Busbar section.
+func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB}
+	var bb config.Busbar
+	if f.configPath != "" {
+		cfg, err := config.Load(f.configPath)
+		if err != nil {
+			return opts, err
+		}
+		opts.Config = cfg
+		if cfg.Busbar != nil {
+			bb = *cfg.Busbar
+		}
+	}
+	opts.DataDir = first(f.dataDir, bb.DataDir, server.DefaultDataDir)
+	opts.AMQPAddr = first(f.amqpAddr, bb.AMQPAddr, server.DefaultAMQPAddr)
+	opts.AMQPSAddr = first(f.amqpsAddr, bb.AMQPSAddr)
+	opts.HTTPAddr = first(f.httpAddr, bb.HTTPAddr, server.DefaultHTTPAddr)
+	cert, key := first(f.tlsCert, bb.TLSCertFile), first(f.tlsKey, bb.TLSKeyFile)
+	switch {
+	case cert != "" || key != "":
+		if cert == "" || key == "" {
+			return opts, errors.New("--tls-cert and --tls-key go together")
+		}
+		c, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return opts, fmt.Errorf("loading the TLS certificate: %w", err)
+		}
+		opts.TLS = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	case f.selfSigned:
+		c, path, err := selfSignedCert(opts.DataDir)
+		if err != nil {
+			return opts, err
+		}
+		log.Warn("using a self-signed development certificate; clients must trust it", "cert", path)
+		opts.TLS = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+	}
+	if opts.AMQPSAddr != "" && opts.TLS == nil {
+		return opts, errors.New("--amqps needs --tls-cert/--tls-key or --tls-self-signed")
+	}
+	return opts, nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+func first(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envBool(name string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(name))
+	return v
+}
+
+func envInt(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
+}

@@ -1,0 +1,338 @@
+// Package server assembles a Busbar broker: the durable store, the broker
+// engine, the AMQP listener speaking the Service Bus dialect, and the HTTP
+// management plane. `busbar serve` and busbartest both run one.
+//
+// It owns process-level wiring only: listeners, start-up (keys, declared
+// entities) and graceful shutdown. Protocol and broker behaviour live in
+// the packages it assembles.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/busbar-io/busbar/admin"
+	"github.com/busbar-io/busbar/amqp"
+	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/sas"
+	"github.com/busbar-io/busbar/servicebus"
+	"github.com/busbar-io/busbar/store"
+	"github.com/busbar-io/busbar/store/pebble"
+)
+
+// Defaults for Options.
+const (
+	DefaultAMQPAddr = "127.0.0.1:5672"
+	DefaultHTTPAddr = "127.0.0.1:5300"
+	DefaultDataDir  = "./busbar-data"
+)
+
+// Options configure a Server. The zero value serves the defaults.
+type Options struct {
+	// DataDir holds the store and the generated key. Default ./busbar-data.
+	DataDir string
+	// AMQPAddr is the plain AMQP listener ("host:port", port 0 for any).
+	// Default 127.0.0.1:5672.
+	AMQPAddr string
+	// AMQPSAddr is the TLS AMQP listener; empty disables it. It needs TLS.
+	AMQPSAddr string
+	// HTTPAddr is the management/metrics listener; "-" disables it.
+	// Default 127.0.0.1:5300.
+	HTTPAddr string
+	// TLS is the TLS configuration of the AMQPS listener (and of HTTP when
+	// HTTPTLS is set).
+	TLS *tls.Config
+	// HTTPTLS serves the HTTP listener over TLS.
+	HTTPTLS bool
+	// Config is the parsed configuration file: declared entities and SAS
+	// policies. Nil for none.
+	Config *config.File
+	// Clock drives the broker; nil for the real clock.
+	Clock clock.Clock
+	// Store replaces the Pebble store in DataDir (tests); the server does
+	// not close a store it was given.
+	Store store.Store
+	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
+	MaxMessageSizeInKilobytes int64
+	// EnablePprof serves /debug/pprof/ on the HTTP listener.
+	EnablePprof bool
+	// Logger receives structured logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running broker.
+type Server struct {
+	opts      Options
+	log       *slog.Logger
+	clk       clock.Clock
+	st        store.Store
+	ownsStore bool
+	broker    *broker.Broker
+	auth      *sas.Authorizer
+	amqp      *amqp.Server
+	http      *http.Server
+	metrics   *admin.Metrics
+
+	amqpL, amqpsL, httpL net.Listener
+	rootKey              string
+	keyCreated           bool
+
+	closeOnce sync.Once
+	closeErr  error
+	wg        sync.WaitGroup
+}
+
+// Start opens the store and the broker, declares the configured entities,
+// binds the listeners and serves them in the background.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	if opts.DataDir == "" {
+		opts.DataDir = DefaultDataDir
+	}
+	if opts.AMQPAddr == "" {
+		opts.AMQPAddr = DefaultAMQPAddr
+	}
+	if opts.HTTPAddr == "" {
+		opts.HTTPAddr = DefaultHTTPAddr
+	}
+	s := &Server{opts: opts, log: opts.Logger, clk: opts.Clock}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.clk == nil {
+		s.clk = clock.Real()
+	}
+	defer func() {
+		if err != nil {
+			s.shutdown(context.Background())
+		}
+	}()
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	rules, key, created, err := authRules(opts.Config, opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.rootKey, s.keyCreated = key, created
+	if s.auth, err = sas.NewAuthorizer(rules); err != nil {
+		return nil, err
+	}
+	s.metrics = admin.NewMetrics()
+	if s.st = opts.Store; s.st == nil {
+		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
+			Logger:   s.log.With("component", "store"),
+			OnCommit: func(ops int, d time.Duration) { s.metrics.ObserveCommit(d, ops) },
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.st, s.ownsStore = ps, true
+	}
+	s.broker, err = broker.Open(ctx, s.st, broker.Options{
+		Clock:                     s.clk,
+		Logger:                    s.log.With("component", "broker"),
+		Observer:                  s.metrics,
+		MaxMessageSizeInKilobytes: opts.MaxMessageSizeInKilobytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening the broker: %w", err)
+	}
+	s.metrics.CollectEntities(s.broker)
+	s.metrics.CollectStore(s.st.Stats)
+	if err := applyEntities(ctx, s.broker, opts.Config); err != nil {
+		return nil, fmt.Errorf("declaring entities from the config: %w", err)
+	}
+	if err := s.listen(); err != nil {
+		return nil, err
+	}
+	if err := s.serve(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	if s.amqpL, err = net.Listen("tcp", s.opts.AMQPAddr); err != nil {
+		return fmt.Errorf("AMQP listener: %w", err)
+	}
+	if s.opts.AMQPSAddr != "" {
+		if s.opts.TLS == nil {
+			return errors.New("the AMQPS listener needs a TLS certificate")
+		}
+		l, err := net.Listen("tcp", s.opts.AMQPSAddr)
+		if err != nil {
+			return fmt.Errorf("AMQPS listener: %w", err)
+		}
+		s.amqpsL = tls.NewListener(l, s.opts.TLS)
+	}
+	if s.opts.HTTPAddr != "-" {
+		l, err := net.Listen("tcp", s.opts.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("HTTP listener: %w", err)
+		}
+		if s.opts.HTTPTLS {
+			if s.opts.TLS == nil {
+				return errors.New("HTTPS needs a TLS certificate")
+			}
+			l = tls.NewListener(l, s.opts.TLS)
+		}
+		s.httpL = l
+	}
+	return nil
+}
+
+func (s *Server) serve() error {
+	handler, err := servicebus.NewHandler(servicebus.Options{
+		Broker:     s.broker,
+		Authorizer: s.auth,
+		Clock:      s.clk,
+		Logger:     s.log.With("component", "servicebus"),
+		Metrics:    linkMetrics{s.metrics},
+	})
+	if err != nil {
+		return err
+	}
+	s.amqp = amqp.NewServer(amqp.Config{
+		Handler:        handler,
+		MaxMessageSize: uint64(maxMessageKB(s.opts.MaxMessageSizeInKilobytes)) << 10,
+		Logger:         s.log.With("component", "amqp"),
+	})
+	for _, l := range []net.Listener{s.amqpL, s.amqpsL} {
+		if l == nil {
+			continue
+		}
+		s.wg.Add(1)
+		go func(l net.Listener) {
+			defer s.wg.Done()
+			if err := s.amqp.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Error("AMQP listener stopped", "addr", l.Addr(), "err", err)
+			}
+		}(l)
+	}
+	if s.httpL != nil {
+		s.http = &http.Server{
+			Handler: admin.NewHandler(admin.Options{
+				Broker:      s.broker,
+				Authorizer:  s.auth,
+				Now:         s.clk.Now,
+				Metrics:     s.metrics,
+				EnablePprof: s.opts.EnablePprof,
+				Logger:      s.log.With("component", "admin"),
+			}),
+			ReadHeaderTimeout: 10 * time.Second,
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.http.Serve(s.httpL); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("HTTP listener stopped", "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// linkMetrics feeds the Service Bus layer's connection and link events to
+// the Prometheus metrics.
+type linkMetrics struct{ m *admin.Metrics }
+
+func (l linkMetrics) ConnectionOpened() { l.m.ConnectionOpened() }
+func (l linkMetrics) ConnectionClosed() { l.m.ConnectionClosed() }
+
+func (l linkMetrics) LinkAttached(_ string, receiving bool) { l.m.LinkAttached(linkRole(receiving)) }
+func (l linkMetrics) LinkDetached(_ string, receiving bool) { l.m.LinkDetached(linkRole(receiving)) }
+
+// linkRole names a link by what the client does on it.
+func linkRole(receiving bool) string {
+	if receiving {
+		return "receiver"
+	}
+	return "sender"
+}
+
+func maxMessageKB(kb int64) int64 {
+	if kb <= 0 {
+		return 1024
+	}
+	return kb
+}
+
+// AMQPAddr returns the plain AMQP listener's address.
+func (s *Server) AMQPAddr() net.Addr { return s.amqpL.Addr() }
+
+// AMQPSAddr returns the TLS AMQP listener's address, or nil.
+func (s *Server) AMQPSAddr() net.Addr {
+	if s.amqpsL == nil {
+		return nil
+	}
+	return s.amqpsL.Addr()
+}
+
+// HTTPAddr returns the HTTP listener's address, or nil when disabled.
+func (s *Server) HTTPAddr() net.Addr {
+	if s.httpL == nil {
+		return nil
+	}
+	return s.httpL.Addr()
+}
+
+// Broker returns the broker engine.
+func (s *Server) Broker() *broker.Broker { return s.broker }
+
+// RootKey returns the generated RootManageSharedAccessKey ("" when the
+// config declares its own policies) and whether it was generated by this start.
+func (s *Server) RootKey() (key string, created bool) { return s.rootKey, s.keyCreated }
+
+// ConnectionString returns an emulator-style connection string for the plain
+// AMQP listener with the root key, or "" when the config declares its own policies.
+func (s *Server) ConnectionString() string {
+	if s.rootKey == "" {
+		return ""
+	}
+	return ConnectionString(s.amqpL.Addr().String(), RootKeyName, s.rootKey)
+}
+
+// Shutdown stops accepting connections, closes the open ones (in-flight
+// store commits finish first), then closes the broker and the store. It
+// returns when everything is closed or ctx is done.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closeOnce.Do(func() { s.closeErr = s.shutdown(ctx) })
+	return s.closeErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	var errs []error
+	if s.http != nil {
+		errs = append(errs, s.http.Shutdown(ctx))
+	} else if s.httpL != nil {
+		errs = append(errs, s.httpL.Close())
+	}
+	if s.amqp != nil {
+		errs = append(errs, s.amqp.Close(ctx))
+	} else {
+		for _, l := range []net.Listener{s.amqpL, s.amqpsL} {
+			if l != nil {
+				errs = append(errs, l.Close())
+			}
+		}
+	}
+	s.wg.Wait()
+	if s.broker != nil {
+		errs = append(errs, s.broker.Close())
+	}
+	if s.ownsStore && s.st != nil {
+		errs = append(errs, s.st.Close())
+	}
+	return errors.Join(errs...)
+}

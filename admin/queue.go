@@ -1,0 +1,110 @@
+package admin
+
+import (
+	"math"
+
+	"github.com/busbar-io/busbar/broker"
+)
+
+// queueFields returns the decoders of a QueueDescription writing into p.
+func queueFields(p *broker.QueueProperties) fields {
+	return fields{
+		"LockDuration":                        durationField(&p.LockDuration),
+		"MaxSizeInMegabytes":                  int64Field(&p.MaxSizeInMegabytes, 1, math.MaxInt32),
+		"RequiresDuplicateDetection":          boolField(&p.RequiresDuplicateDetection),
+		"RequiresSession":                     boolField(&p.RequiresSession),
+		"DefaultMessageTimeToLive":            durationField(&p.DefaultMessageTimeToLive),
+		"DeadLetteringOnMessageExpiration":    boolField(&p.DeadLetteringOnMessageExpiration),
+		"DuplicateDetectionHistoryTimeWindow": durationField(&p.DuplicateDetectionHistoryTimeWindow),
+		"MaxDeliveryCount":                    int32Field(&p.MaxDeliveryCount),
+		"EnableBatchedOperations":             boolField(&p.EnableBatchedOperations),
+		"SizeInBytes":                         nil,
+		"MessageCount":                        nil,
+		"IsAnonymousAccessible":               falseOnly,
+		"AuthorizationRules":                  noAuthorizationRules,
+		"Status":                              statusField(&p.Status),
+		"AccessedAt":                          nil,
+		"CreatedAt":                           nil,
+		"UpdatedAt":                           nil,
+		"SupportOrdering":                     nil,
+		"AutoDeleteOnIdle":                    durationField(&p.AutoDeleteOnIdle),
+		"EnablePartitioning":                  boolField(&p.EnablePartitioning),
+		"EntityAvailabilityStatus":            nil,
+		"EnableExpress":                       falseOnly,
+		"CountDetails":                        nil,
+		"ForwardTo":                           forwardField(&p.ForwardTo),
+		"ForwardDeadLetteredMessagesTo":       forwardField(&p.ForwardDeadLetteredMessagesTo),
+		"UserMetadata":                        strField(&p.UserMetadata),
+		"MaxMessageSizeInKilobytes":           int64Field(&p.MaxMessageSizeInKilobytes, 1, math.MaxInt32),
+	}
+}
+
+// decodeQueue decodes the QueueDescription the reader is inside of.
+func decodeQueue(r *reader) (broker.QueueProperties, fieldSet, error) {
+	var p broker.QueueProperties
+	set, err := decodeFields(r, "QueueDescription", queueFields(&p))
+	return p, set, err
+}
+
+// mergeQueue overlays the properties present in set onto cur: an update
+// changes only what the client sent.
+func mergeQueue(cur, in broker.QueueProperties, set fieldSet) broker.QueueProperties {
+	out := cur
+	pick(set, "LockDuration", &out.LockDuration, in.LockDuration)
+	pick(set, "MaxSizeInMegabytes", &out.MaxSizeInMegabytes, in.MaxSizeInMegabytes)
+	pick(set, "RequiresDuplicateDetection", &out.RequiresDuplicateDetection, in.RequiresDuplicateDetection)
+	pick(set, "RequiresSession", &out.RequiresSession, in.RequiresSession)
+	pick(set, "DefaultMessageTimeToLive", &out.DefaultMessageTimeToLive, in.DefaultMessageTimeToLive)
+	pick(set, "DeadLetteringOnMessageExpiration", &out.DeadLetteringOnMessageExpiration, in.DeadLetteringOnMessageExpiration)
+	pick(set, "DuplicateDetectionHistoryTimeWindow", &out.DuplicateDetectionHistoryTimeWindow, in.DuplicateDetectionHistoryTimeWindow)
+	pick(set, "MaxDeliveryCount", &out.MaxDeliveryCount, in.MaxDeliveryCount)
+	pick(set, "EnableBatchedOperations", &out.EnableBatchedOperations, in.EnableBatchedOperations)
+	pick(set, "Status", &out.Status, in.Status)
+	pick(set, "AutoDeleteOnIdle", &out.AutoDeleteOnIdle, in.AutoDeleteOnIdle)
+	pick(set, "EnablePartitioning", &out.EnablePartitioning, in.EnablePartitioning)
+	pick(set, "ForwardTo", &out.ForwardTo, in.ForwardTo)
+	pick(set, "ForwardDeadLetteredMessagesTo", &out.ForwardDeadLetteredMessagesTo, in.ForwardDeadLetteredMessagesTo)
+	pick(set, "UserMetadata", &out.UserMetadata, in.UserMetadata)
+	pick(set, "MaxMessageSizeInKilobytes", &out.MaxMessageSizeInKilobytes, in.MaxMessageSizeInKilobytes)
+	return out
+}
+
+// pick sets *dst to v when the property name was sent.
+func pick[T any](set fieldSet, name string, dst *T, v T) {
+	if set[name] {
+		*dst = v
+	}
+}
+
+// writeQueue writes a QueueDescription in the service's element order.
+func writeQueue(w *writer, host string, p broker.QueueProperties, ri broker.RuntimeInfo) {
+	openDescription(w, "QueueDescription")
+	w.duration("LockDuration", p.LockDuration)
+	w.int("MaxSizeInMegabytes", p.MaxSizeInMegabytes)
+	w.boolean("RequiresDuplicateDetection", p.RequiresDuplicateDetection)
+	w.boolean("RequiresSession", p.RequiresSession)
+	w.duration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive)
+	w.boolean("DeadLetteringOnMessageExpiration", p.DeadLetteringOnMessageExpiration)
+	w.duration("DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow)
+	w.int("MaxDeliveryCount", int64(p.MaxDeliveryCount))
+	w.boolean("EnableBatchedOperations", p.EnableBatchedOperations)
+	w.int("SizeInBytes", ri.SizeInBytes)
+	w.int("MessageCount", ri.TotalMessageCount)
+	w.boolean("IsAnonymousAccessible", false)
+	w.empty("AuthorizationRules")
+	w.text("Status", string(p.Status))
+	w.optional("ForwardTo", forwardURI(host, p.ForwardTo))
+	w.optional("UserMetadata", p.UserMetadata)
+	w.time("CreatedAt", ri.CreatedAt)
+	w.time("UpdatedAt", ri.UpdatedAt)
+	w.time("AccessedAt", ri.AccessedAt)
+	w.boolean("SupportOrdering", true)
+	writeCountDetails(w, ri)
+	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
+	w.boolean("EnablePartitioning", p.EnablePartitioning)
+	w.optional("ForwardDeadLetteredMessagesTo", forwardURI(host, p.ForwardDeadLetteredMessagesTo))
+	w.text("EntityAvailabilityStatus", "Available")
+	w.boolean("EnableExpress", false)
+	w.int("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)
+	w.close("QueueDescription")
+}

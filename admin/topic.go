@@ -1,0 +1,103 @@
+package admin
+
+import (
+	"math"
+
+	"github.com/busbar-io/busbar/broker"
+)
+
+// topicFields returns the decoders of a TopicDescription writing into p.
+func topicFields(p *broker.TopicProperties) fields {
+	return fields{
+		"DefaultMessageTimeToLive":            durationField(&p.DefaultMessageTimeToLive),
+		"MaxSizeInMegabytes":                  int64Field(&p.MaxSizeInMegabytes, 1, math.MaxInt32),
+		"RequiresDuplicateDetection":          boolField(&p.RequiresDuplicateDetection),
+		"DuplicateDetectionHistoryTimeWindow": durationField(&p.DuplicateDetectionHistoryTimeWindow),
+		"EnableBatchedOperations":             boolField(&p.EnableBatchedOperations),
+		"SizeInBytes":                         nil,
+		"FilteringMessagesBeforePublishing":   falseOnly,
+		"IsAnonymousAccessible":               falseOnly,
+		"AuthorizationRules":                  noAuthorizationRules,
+		"Status":                              statusField(&p.Status),
+		"UserMetadata":                        strField(&p.UserMetadata),
+		"AccessedAt":                          nil,
+		"CreatedAt":                           nil,
+		"UpdatedAt":                           nil,
+		"SupportOrdering":                     boolField(&p.SupportOrdering),
+		"AutoDeleteOnIdle":                    durationField(&p.AutoDeleteOnIdle),
+		"EnablePartitioning":                  boolField(&p.EnablePartitioning),
+		"EnableSubscriptionPartitioning":      falseOnly,
+		"EntityAvailabilityStatus":            nil,
+		"EnableExpress":                       falseOnly,
+		"CountDetails":                        nil,
+		"SubscriptionCount":                   nil,
+		"SqlFilterCount":                      nil,
+		"CorrelationFilterCount":              nil,
+		"MaxMessageSizeInKilobytes":           int64Field(&p.MaxMessageSizeInKilobytes, 1, math.MaxInt32),
+	}
+}
+
+// decodeTopic decodes the TopicDescription the reader is inside of.
+func decodeTopic(r *reader) (broker.TopicProperties, fieldSet, error) {
+	var p broker.TopicProperties
+	set, err := decodeFields(r, "TopicDescription", topicFields(&p))
+	return p, set, err
+}
+
+// mergeTopic overlays the properties present in set onto cur.
+func mergeTopic(cur, in broker.TopicProperties, set fieldSet) broker.TopicProperties {
+	out := cur
+	pick(set, "DefaultMessageTimeToLive", &out.DefaultMessageTimeToLive, in.DefaultMessageTimeToLive)
+	pick(set, "MaxSizeInMegabytes", &out.MaxSizeInMegabytes, in.MaxSizeInMegabytes)
+	pick(set, "RequiresDuplicateDetection", &out.RequiresDuplicateDetection, in.RequiresDuplicateDetection)
+	pick(set, "DuplicateDetectionHistoryTimeWindow", &out.DuplicateDetectionHistoryTimeWindow, in.DuplicateDetectionHistoryTimeWindow)
+	pick(set, "EnableBatchedOperations", &out.EnableBatchedOperations, in.EnableBatchedOperations)
+	pick(set, "Status", &out.Status, in.Status)
+	pick(set, "UserMetadata", &out.UserMetadata, in.UserMetadata)
+	pick(set, "SupportOrdering", &out.SupportOrdering, in.SupportOrdering)
+	pick(set, "AutoDeleteOnIdle", &out.AutoDeleteOnIdle, in.AutoDeleteOnIdle)
+	pick(set, "EnablePartitioning", &out.EnablePartitioning, in.EnablePartitioning)
+	pick(set, "MaxMessageSizeInKilobytes", &out.MaxMessageSizeInKilobytes, in.MaxMessageSizeInKilobytes)
+	return out
+}
+
+// filterCounts are a topic's SQL and correlation filters over all its
+// subscriptions (TrueFilter and FalseFilter count as SQL filters, as they
+// are in Service Bus). Reported from api-version 2024-05 on.
+type filterCounts struct {
+	present          bool
+	sql, correlation int64
+}
+
+// writeTopic writes a TopicDescription in the service's element order.
+func writeTopic(w *writer, p broker.TopicProperties, ri broker.RuntimeInfo, fc filterCounts) {
+	openDescription(w, "TopicDescription")
+	w.duration("DefaultMessageTimeToLive", p.DefaultMessageTimeToLive)
+	w.int("MaxSizeInMegabytes", p.MaxSizeInMegabytes)
+	w.boolean("RequiresDuplicateDetection", p.RequiresDuplicateDetection)
+	w.duration("DuplicateDetectionHistoryTimeWindow", p.DuplicateDetectionHistoryTimeWindow)
+	w.boolean("EnableBatchedOperations", p.EnableBatchedOperations)
+	w.int("SizeInBytes", ri.SizeInBytes)
+	w.boolean("FilteringMessagesBeforePublishing", false)
+	w.boolean("IsAnonymousAccessible", false)
+	w.empty("AuthorizationRules")
+	w.text("Status", string(p.Status))
+	w.optional("UserMetadata", p.UserMetadata)
+	w.time("CreatedAt", ri.CreatedAt)
+	w.time("UpdatedAt", ri.UpdatedAt)
+	w.time("AccessedAt", ri.AccessedAt)
+	w.boolean("SupportOrdering", p.SupportOrdering)
+	writeCountDetails(w, ri)
+	w.int("SubscriptionCount", clamp32(ri.SubscriptionCount))
+	if fc.present {
+		w.int("SqlFilterCount", clamp32(fc.sql))
+		w.int("CorrelationFilterCount", clamp32(fc.correlation))
+	}
+	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
+	w.boolean("EnablePartitioning", p.EnablePartitioning)
+	w.text("EntityAvailabilityStatus", "Available")
+	w.boolean("EnableSubscriptionPartitioning", false)
+	w.boolean("EnableExpress", false)
+	w.int("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)
+	w.close("TopicDescription")
+}

@@ -27,7 +27,9 @@ type Store interface {
 	Get(key []byte) ([]byte, error)
 	// Scan calls fn for each key in [start, end) in ascending order (end nil:
 	// to the end of the keyspace). key and value are valid only during the
-	// call. A non-nil error from fn stops the scan and is returned.
+	// call and must not be modified. A non-nil error from fn stops the scan
+	// and is returned. fn may call Get and Commit (not Close); whether the
+	// scan sees commits made while it runs depends on the backend.
 	Scan(start, end []byte, fn func(key, value []byte) error) error
 	// Stats reports counters for metrics.
 	Stats() Stats

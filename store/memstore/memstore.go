@@ -1,0 +1,192 @@
+// Package memstore is an in-memory store.Store for fast unit tests of the
+// broker. It keeps keys ordered in a skiplist guarded by a read/write lock and
+// passes the store conformance suite (store/storetest).
+//
+// It owns only its in-memory data. It is not durable: nothing survives the
+// process. Reopen simulates a clean restart by handing back a new handle over
+// the same committed data, which is what a test of broker recovery needs.
+// It must not touch the file system, and it never syncs (Stats.Syncs stays 0).
+package memstore
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/busbar-io/busbar/store"
+)
+
+// scanChunk is how many entries Scan copies out under the read lock before it
+// releases the lock and calls fn. Calling fn without the lock lets fn use the
+// store (even Commit) without deadlocking.
+const scanChunk = 128
+
+// data is the committed state shared by every handle of one store.
+type data struct {
+	mu   sync.RWMutex
+	list *skiplist
+}
+
+// Store is an in-memory, ordered key/value store. It is safe for concurrent
+// use. Its zero value is not usable: call New.
+type Store struct {
+	d      *data
+	closed atomic.Bool
+
+	commits atomic.Uint64
+	ops     atomic.Uint64
+	bytes   atomic.Uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{d: &data{list: newSkiplist()}}
+}
+
+// Reopen returns a new handle over the data committed through s, as a
+// restarted process would see it. It may be called before or after s is
+// closed; the new handle starts with zeroed Stats.
+func (s *Store) Reopen() *Store {
+	return &Store{d: s.d}
+}
+
+// Commit applies b atomically. Keys and values are copied, so the caller may
+// reuse b's slices as soon as Commit returns. An empty batch is a no-op and is
+// not counted in Stats.
+func (s *Store) Commit(b *store.Batch) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	if err := b.Validate(); err != nil {
+		return err
+	}
+	if b == nil || len(b.Ops) == 0 {
+		return nil
+	}
+	ops := copyOps(b.Ops)
+	s.d.mu.Lock()
+	l := s.d.list
+	for _, op := range ops {
+		switch op.Kind {
+		case store.OpSet:
+			l.set(op.Key, op.Value)
+		case store.OpDelete:
+			l.delete(op.Key)
+		case store.OpDeleteRange:
+			if !store.EmptyRange(op.Key, op.End) {
+				l.deleteRange(op.Key, op.End)
+			}
+		}
+	}
+	s.d.mu.Unlock()
+	s.commits.Add(1)
+	s.ops.Add(uint64(len(ops)))
+	s.bytes.Add(uint64(b.Bytes()))
+	return nil
+}
+
+// copyOps copies the keys and values of sets (which the skiplist keeps) into
+// one allocation per operation. Delete keys are only compared, never kept.
+func copyOps(in []store.Op) []store.Op {
+	out := make([]store.Op, len(in))
+	for i, op := range in {
+		out[i] = op
+		if op.Kind != store.OpSet {
+			continue
+		}
+		buf := make([]byte, len(op.Key)+len(op.Value))
+		n := copy(buf, op.Key)
+		copy(buf[n:], op.Value)
+		out[i].Key = buf[:n:n]
+		out[i].Value = buf[n:]
+	}
+	return out
+}
+
+// Get returns a copy of the value stored under key, or store.ErrNotFound.
+func (s *Store) Get(key []byte) ([]byte, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	s.d.mu.RLock()
+	n := s.d.list.get(key)
+	var v []byte
+	if n != nil {
+		v = make([]byte, len(n.value))
+		copy(v, n.value)
+	}
+	s.d.mu.RUnlock()
+	if n == nil {
+		return nil, store.ErrNotFound
+	}
+	return v, nil
+}
+
+// Scan calls fn for each key in [start, end) in ascending order; a nil end
+// means the end of the keyspace. fn receives copies, so a misbehaving fn that
+// modifies them cannot corrupt the store. The scan is not a snapshot: it
+// reads the data in chunks, and fn runs without any lock held, so it may call
+// the store, and commits made during the scan to keys not yet reached are
+// seen.
+func (s *Store) Scan(start, end []byte, fn func(key, value []byte) error) error {
+	if s.closed.Load() {
+		return store.ErrClosed
+	}
+	// Each chunk is copied into buf; spans records where each entry lies.
+	type span struct{ off, klen, vlen int }
+	spans := make([]span, 0, scanChunk)
+	var buf, cursor []byte
+	cursor = start
+	for first := true; ; first = false {
+		spans, buf = spans[:0], buf[:0]
+		s.d.mu.RLock()
+		n := s.d.list.findGE(cursor, nil)
+		if !first && n != nil && string(n.key) == string(cursor) {
+			n = n.next[0] // resume after the last key handed out
+		}
+		for ; n != nil && len(spans) < scanChunk; n = n.next[0] {
+			if end != nil && string(n.key) >= string(end) {
+				break
+			}
+			spans = append(spans, span{len(buf), len(n.key), len(n.value)})
+			buf = append(buf, n.key...)
+			buf = append(buf, n.value...)
+		}
+		more := n != nil && (end == nil || string(n.key) < string(end))
+		s.d.mu.RUnlock()
+		for _, sp := range spans {
+			k := buf[sp.off : sp.off+sp.klen : sp.off+sp.klen]
+			v := buf[sp.off+sp.klen : sp.off+sp.klen+sp.vlen : sp.off+sp.klen+sp.vlen]
+			if err := fn(k, v); err != nil {
+				return err
+			}
+		}
+		if !more {
+			return nil
+		}
+		if s.closed.Load() {
+			return store.ErrClosed
+		}
+		last := spans[len(spans)-1]
+		cursor = append(cursor[:0:0], buf[last.off:last.off+last.klen]...)
+	}
+}
+
+// Stats reports the handle's counters. Syncs is always 0: nothing is synced.
+func (s *Store) Stats() store.Stats {
+	return store.Stats{
+		Commits:      s.commits.Load(),
+		Ops:          s.ops.Load(),
+		BytesWritten: s.bytes.Load(),
+	}
+}
+
+// Close releases the handle; every later call on it returns store.ErrClosed.
+// The data stays reachable through handles from Reopen.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return store.ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package pebble
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/busbar-io/busbar/store"
+)
+
+// The group commit.
+//
+// Commit puts a request on the pending queue and waits. One committer
+// goroutine takes every pending request (up to MaxGroupBytes), encodes them
+// in order into one Pebble batch, applies it with one WAL fsync, and
+// releases the callers. Batches that arrive during the fsync wait for the
+// next group.
+//
+// Gathering. Right after a group is released its callers typically come
+// straight back with their next batch (a link sends its next message once
+// the previous one is acknowledged). If the committer started the next fsync
+// with only the first of them, the rest would wait a whole fsync for the one
+// after, and groups would settle at about half the number of committers.
+// So, when Linger > 0 and the last group held k > 1 batches, the committer
+// waits until k batches are pending again or Linger has passed, whichever is
+// first. A lone producer (k = 1) never waits, and after a drop in load only
+// one group pays the Linger. Pebble's own commit pipeline (db.Set with
+// pebble.Sync) starts the next fsync at once; waiting for the returning
+// callers is what makes our groups close to the number of committers.
+//
+// Invariants:
+//   - a caller's batch is encoded contiguously in one Pebble batch, which
+//     Pebble applies atomically (one WAL record, then the memtable), so each
+//     caller's batch is all-or-nothing, also across a crash;
+//   - groups are applied in the order their requests were queued;
+//   - a caller is released only after the WAL fsync covering its group, so an
+//     acknowledged batch is durable.
+
+// request is one Commit waiting for its group.
+type request struct {
+	b     *store.Batch
+	bytes int
+	err   error
+	done  chan struct{}
+}
+
+var requestPool = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+type committer struct {
+	s *Store
+
+	mu      sync.Mutex
+	pending []*request
+	// headSince is when pending[0] arrived, kept only for OnCommit: one
+	// clock read per group rather than per Commit, which shows in
+	// profiles on virtual machines with a slow clock.
+	headSince time.Time
+	want      int           // signal wake once len(pending) >= want; 0: do not
+	wake      chan struct{} // capacity 1
+	hurry     chan struct{} // closed when the store starts closing: stop lingering
+	quit      chan struct{} // closed by stop
+	stopped   chan struct{} // closed when commitLoop returns
+}
+
+func (c *committer) start(s *Store) {
+	c.s = s
+	c.wake = make(chan struct{}, 1)
+	c.hurry = make(chan struct{})
+	c.quit = make(chan struct{})
+	c.stopped = make(chan struct{})
+	go c.commitLoop()
+}
+
+// hurryUp ends lingering for good: Close calls it before waiting for the
+// Commits in flight, which must not wait for callers that will not come.
+func (c *committer) hurryUp() { close(c.hurry) }
+
+// stop ends the committer. The Store calls it only when no Commit is in
+// flight, so nothing is pending.
+func (c *committer) stop() {
+	close(c.quit)
+	<-c.stopped
+}
+
+// commit queues b and waits until its group is durable.
+func (c *committer) commit(b *store.Batch) error {
+	r := requestPool.Get().(*request)
+	r.b, r.bytes = b, b.Bytes()
+	c.mu.Lock()
+	if len(c.pending) == 0 && c.s.opts.OnCommit != nil {
+		c.headSince = time.Now()
+	}
+	c.pending = append(c.pending, r)
+	signal := c.want > 0 && len(c.pending) >= c.want
+	if signal {
+		c.want = 0
+	}
+	c.mu.Unlock()
+	if signal {
+		select {
+		case c.wake <- struct{}{}:
+		default: // a wake-up is already due
+		}
+	}
+	<-r.done
+	err := r.err
+	*r = request{done: r.done}
+	requestPool.Put(r)
+	return err
+}
+
+// await blocks until at least n requests are pending (true), or the
+// committer is stopped (false). With a timeout, a linger, it also returns
+// true when the timeout fires or the store starts closing.
+func (c *committer) await(n int, timeout <-chan time.Time) bool {
+	var hurry <-chan struct{} // nil, which never fires, unless lingering
+	if timeout != nil {
+		hurry = c.hurry
+	}
+	for {
+		c.mu.Lock()
+		if len(c.pending) >= n {
+			c.want = 0
+			c.mu.Unlock()
+			return true
+		}
+		c.want = n
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+			continue // maybe stale: check again
+		case <-c.quit:
+			return false
+		case <-timeout:
+		case <-hurry:
+		}
+		c.mu.Lock()
+		c.want = 0
+		c.mu.Unlock()
+		return true
+	}
+}
+
+// take moves the oldest pending requests, up to MaxGroupBytes (at least one),
+// into a new slice, and returns when the oldest of them arrived.
+func (c *committer) take() (reqs []*request, since time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, size := 0, 0
+	for n < len(c.pending) {
+		size += c.pending[n].bytes
+		if n > 0 && size > c.s.opts.MaxGroupBytes {
+			break
+		}
+		n++
+	}
+	reqs = append([]*request(nil), c.pending[:n]...)
+	rest := copy(c.pending, c.pending[n:])
+	clear(c.pending[rest:])
+	c.pending = c.pending[:rest]
+	since = c.headSince
+	if rest > 0 && c.s.opts.OnCommit != nil {
+		// The new head arrived between since and now; now errs on the
+		// side of a shorter latency for a group cut by MaxGroupBytes.
+		c.headSince = time.Now()
+	}
+	return reqs, since
+}
+
+func (c *committer) commitLoop() {
+	defer close(c.stopped)
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	last := 0 // batches in the last group
+	for {
+		if !c.await(1, nil) {
+			return
+		}
+		if d := c.s.opts.Linger; d > 0 && last > 1 {
+			linger.Reset(d)
+			ok := c.await(last, linger.C)
+			linger.Stop() // Go 1.23+ timers: no stale value survives Stop
+			if !ok {
+				return
+			}
+		}
+		reqs, since := c.take()
+		last = len(reqs)
+		c.commitGroup(reqs, since)
+	}
+}
+
+// commitGroup applies reqs as one Pebble batch with one fsync and releases
+// the callers with the outcome.
+func (c *committer) commitGroup(reqs []*request, since time.Time) {
+	ops, bytes := 0, 0
+	for _, r := range reqs {
+		ops += len(r.b.Ops)
+		bytes += r.bytes
+	}
+	// Each operation costs a few bytes of header besides its key and value.
+	pb := c.s.db.NewBatchWithSize(bytes + 16*ops)
+	var err error
+	for _, r := range reqs {
+		if err = encode(pb, r.b); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		if err = c.s.db.Apply(pb, pebble.Sync); err != nil {
+			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(reqs), err)
+		}
+	}
+	_ = pb.Close() // Pebble's buffer; keys and values are in the memtable now
+	if err == nil {
+		c.s.commits.Add(uint64(len(reqs)))
+		c.s.ops.Add(uint64(ops))
+		c.s.bytes.Add(uint64(bytes))
+		if f := c.s.opts.OnCommit; f != nil {
+			f(ops, time.Since(since))
+		}
+	}
+	for _, r := range reqs {
+		r.err = err
+		r.done <- struct{}{}
+	}
+}
+
+// encode appends b's operations to pb in order. Pebble copies keys and values
+// into the batch, so the caller may reuse its slices once Commit returns.
+func encode(pb *pebble.Batch, b *store.Batch) error {
+	for _, op := range b.Ops {
+		var err error
+		switch op.Kind {
+		case store.OpSet:
+			err = pb.Set(op.Key, op.Value, nil)
+		case store.OpDelete:
+			err = pb.Delete(op.Key, nil)
+		case store.OpDeleteRange:
+			if !store.EmptyRange(op.Key, op.End) {
+				err = pb.DeleteRange(op.Key, op.End, nil)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("store/pebble: encode op: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,377 @@
+package pebble
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/busbar-io/busbar/store"
+)
+
+// waitFor polls cond until it holds, failing the test after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// gateFS holds WAL syncs while armed, so a test can pile commits up behind a
+// sync in progress.
+type gateFS struct {
+	vfs.FS
+	armed   atomic.Bool
+	entered chan struct{} // a sync is held
+	release chan struct{} // let it go
+}
+
+func newGateFS() *gateFS {
+	return &gateFS{FS: vfs.Default, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gateFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.Create(name, c)
+	if err != nil || !isWAL(name) {
+		return f, err
+	}
+	return &gateFile{File: f, g: g}, nil
+}
+
+func (g *gateFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := g.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil || !isWAL(newname) {
+		return f, err
+	}
+	return &gateFile{File: f, g: g}, nil
+}
+
+type gateFile struct {
+	vfs.File
+	g *gateFS
+}
+
+func (f *gateFile) hold() {
+	if f.g.armed.CompareAndSwap(true, false) {
+		f.g.entered <- struct{}{}
+		<-f.g.release
+	}
+}
+
+func (f *gateFile) Sync() error     { f.hold(); return f.File.Sync() }
+func (f *gateFile) SyncData() error { f.hold(); return f.File.SyncData() }
+
+func (s *Store) pendingLen() int {
+	s.committer.mu.Lock()
+	defer s.committer.mu.Unlock()
+	return len(s.committer.pending)
+}
+
+// commitHook records OnCommit calls.
+type commitHook struct {
+	mu  sync.Mutex
+	ops []int
+}
+
+func (h *commitHook) onCommit(ops int, d time.Duration) {
+	if d <= 0 {
+		panic("OnCommit with a non-positive latency")
+	}
+	h.mu.Lock()
+	h.ops = append(h.ops, ops)
+	h.mu.Unlock()
+}
+
+func (h *commitHook) calls() []int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.ops)
+}
+
+func commitOne(s store.Store, key string) error {
+	var b store.Batch
+	b.Set([]byte(key), []byte("v"))
+	return s.Commit(&b)
+}
+
+// groupScenario commits one batch whose sync is held, queues `callers` more
+// behind it, each committing `rounds` batches in sequence, then releases the
+// sync. It returns the OnCommit calls and the store's Stats.
+func groupScenario(t *testing.T, linger time.Duration, callers, rounds int) ([]int, store.Stats) {
+	gate := newGateFS()
+	hook := &commitHook{}
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: linger, OnCommit: hook.onCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	gate.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := commitOne(s, "first"); err != nil {
+			t.Error(err)
+		}
+	})
+	<-gate.entered // the first group's fsync is in progress
+	for c := range callers {
+		wg.Go(func() {
+			for r := range rounds {
+				if err := commitOne(s, key("c", c*100+r)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	waitFor(t, "callers queued behind the sync", func() bool { return s.pendingLen() == callers })
+	close(gate.release)
+	wg.Wait()
+	return hook.calls(), s.Stats()
+}
+
+func key(prefix string, i int) string { return fmt.Sprintf("%s/%06d", prefix, i) }
+
+func TestGroupCommitMergesWaitingBatches(t *testing.T) {
+	calls, st := groupScenario(t, 0, 10, 1)
+	// One group for the first batch, one group and one fsync for the ten
+	// that waited behind it.
+	if !slices.Equal(calls, []int{1, 10}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 10]", calls)
+	}
+	if st.Commits != 11 || st.Ops != 11 || st.Syncs != 2 {
+		t.Fatalf("Stats = %+v, want 11 commits and ops in 2 syncs", st)
+	}
+}
+
+func TestLingerWaitsForReturningCallers(t *testing.T) {
+	// With a linger far beyond the test's run time, the committer must
+	// gather the second round of all ten callers as one group, and must
+	// not wait at all for the lone first batch or at Close.
+	calls, st := groupScenario(t, time.Hour, 10, 2)
+	if !slices.Equal(calls, []int{1, 10, 10}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 10 10]", calls)
+	}
+	if st.Commits != 21 || st.Syncs != 3 {
+		t.Fatalf("Stats = %+v, want 21 commits in 3 syncs", st)
+	}
+}
+
+func TestCloseEndsLinger(t *testing.T) {
+	gate := newGateFS()
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A group of two, formed behind a held sync ...
+	gate.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = commitOne(s, "first") })
+	<-gate.entered
+	for i := range 2 {
+		wg.Go(func() { _ = commitOne(s, key("k", i)) })
+	}
+	waitFor(t, "two queued callers", func() bool { return s.pendingLen() == 2 })
+	close(gate.release)
+	wg.Wait()
+	// ... so the committer lingers for two, but only one caller comes.
+	done := make(chan error, 1)
+	go func() { done <- commitOne(s, "alone") }()
+	waitFor(t, "the lone commit to be queued", func() bool { return s.pendingLen() == 1 })
+	// Close must cut the linger short and let the commit finish.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("commit in flight during Close: %v", err)
+	}
+	if st := s.Stats(); st.Commits != 4 {
+		t.Fatalf("Stats = %+v, want 4 commits", st)
+	}
+}
+
+func TestCloseWhileCommitting(t *testing.T) {
+	s := openT(t, Options{})
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				err := commitOne(s, key(key("w", w), i))
+				if errors.Is(err, store.ErrClosed) {
+					return
+				}
+				if err != nil {
+					t.Errorf("commit racing Close: %v", err)
+					return
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	waitFor(t, "some commits", func() bool { return ok.Load() >= 50 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	// Every commit that returned nil is in the store.
+	r, err := Open(s.Dir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	if err := r.Scan(nil, nil, func(_, _ []byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if int64(n) != ok.Load() {
+		t.Fatalf("%d keys after reopen, %d commits acknowledged", n, ok.Load())
+	}
+}
+
+func TestCheckpoint(t *testing.T) {
+	s := openT(t, Options{})
+	defer s.Close()
+	if err := commitOne(s, "before"); err != nil {
+		t.Fatal(err)
+	}
+	dest := filepath.Join(t.TempDir(), "backup")
+	if err := s.Checkpoint(dest); err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOne(s, "after"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Checkpoint(dest); err == nil || !strings.Contains(err.Error(), "store/pebble: checkpoint") {
+		t.Fatalf("checkpoint into an existing directory: %v, want a wrapped error", err)
+	}
+	b, err := Open(dest, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Get([]byte("before")); err != nil {
+		t.Fatalf("checkpoint lacks data committed before it: %v", err)
+	}
+	if _, err := b.Get([]byte("after")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("checkpoint has data committed after it: %v", err)
+	}
+}
+
+func TestDeleteRangeReclaimsSpace(t *testing.T) {
+	s := openT(t, Options{MemTableSize: 1 << 20})
+	defer s.Close()
+	value := make([]byte, 1024)
+	for batch := range 32 {
+		var b store.Batch
+		for i := range 1024 {
+			v := make([]byte, len(value))
+			_, _ = rand.Read(v) // incompressible
+			b.Set([]byte(key(key("m", batch), i)), v)
+		}
+		if err := s.Commit(&b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	full := s.db.Metrics().DiskSpaceUsage()
+	if full < 32<<20 {
+		t.Fatalf("disk usage %d bytes after writing 32 MiB", full)
+	}
+	var b store.Batch
+	b.DeleteRange([]byte("m/"), []byte("m0"))
+	if err := s.Commit(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "space to be reclaimed", func() bool { return s.db.Metrics().DiskSpaceUsage() < full/4 })
+}
+
+func TestOpenErrorIsWrapped(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(file, Options{})
+	if err == nil || !strings.HasPrefix(err.Error(), "store/pebble: open "+file) {
+		t.Fatalf("Open on a file: %v, want an error naming the store and path", err)
+	}
+}
+
+// captureHandler records log records.
+type captureHandler struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *captureHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *captureHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var comp string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "engine" {
+			comp = a.Value.String()
+		}
+		return true
+	})
+	h.msgs = append(h.msgs, comp+": "+r.Level.String()+" "+r.Message)
+	return nil
+}
+func (h *captureHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *captureHandler) WithGroup(string) slog.Handler      { return h }
+
+func TestPebbleLogsGoToSlog(t *testing.T) {
+	h := &captureHandler{}
+	dir := t.TempDir()
+	s, err := Open(dir, Options{Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOne(s, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopening replays the WAL, which Pebble reports.
+	s, err = Open(dir, Options{Logger: slog.New(h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var replay bool
+	for _, m := range h.msgs {
+		if !strings.HasPrefix(m, "pebble: ") {
+			t.Errorf("log record without engine=pebble: %q", m)
+		}
+		if strings.Contains(m, "DEBUG") && strings.Contains(m, "WAL") {
+			replay = true
+		}
+	}
+	if !replay {
+		t.Fatalf("no Pebble WAL log line at Debug; got %q", h.msgs)
+	}
+}

@@ -134,7 +134,8 @@ type Outcome struct {
 	State frames.DeliveryState
 	// Settled reports that the delivery is settled: the peer settled it, or
 	// the engine settled it on receiving a terminal outcome (receiver settle
-	// mode second).
+	// mode second) for a link that does not settle manually (see
+	// Sender.SetManualSettlement, whose outcomes arrive unsettled).
 	Settled bool
 	// Lost reports that the link, session or connection ended while the
 	// delivery was unsettled: its fate at the peer is unknown.

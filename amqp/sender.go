@@ -24,6 +24,7 @@ type Sender struct {
 	unsettled     uint32
 	mode          frames.SenderSettleMode
 	peerMax       uint64 // the peer's max-message-size; 0 = none
+	manual        bool   // the application answers terminal outcomes (Settle)
 	creditWait    notifier
 }
 
@@ -50,6 +51,42 @@ func (n *notifier) broadcast() {
 func (s *Sender) attachedLocked() {
 	s.mode = s.reply.SndSettleMode
 	s.peerMax = s.remote.MaxMessageSize
+}
+
+// SetManualSettlement makes the application answer the peer's outcomes on
+// this link: when the peer sends a terminal outcome without settling the
+// delivery (its receiver settle mode is second), the engine reports it to
+// Outcome with Settled false, keeps the delivery unsettled and sends
+// nothing until the application calls Settle with the state to answer: for
+// example once the outcome is durable, or a rejection when it could not be
+// applied. Call it in Handler.AttachSender.
+func (s *Sender) SetManualSettlement() {
+	c := s.sess.c
+	c.mu.Lock()
+	s.manual = true
+	c.mu.Unlock()
+}
+
+// Settle settles an unsettled delivery this end sent: it sends a settled
+// disposition carrying state, usually in answer to the peer's outcome (see
+// SetManualSettlement). It returns ErrUnknownDelivery for a delivery that is
+// not unsettled on this link and ErrLinkClosed once the link has ended. It
+// may be called from any goroutine, once per delivery.
+func (s *Sender) Settle(id uint32, state frames.DeliveryState) error {
+	sess := s.sess
+	c := sess.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.detachSent || s.torn {
+		return ErrLinkClosed
+	}
+	if od, ok := sess.unsettledOut[id]; !ok || od.snd != s {
+		return ErrUnknownDelivery
+	}
+	delete(sess.unsettledOut, id)
+	s.unsettled--
+	sess.disp = frames.Disposition{Role: frames.RoleSender, First: id, Settled: true, State: state}
+	return c.send(sess.outCh, &sess.disp)
 }
 
 // Credit returns the credit the peer has granted and this end not yet used.

@@ -475,26 +475,40 @@ type outcomeEvent struct {
 // outcomesLocked applies a receiver's disposition to deliveries this end
 // sent and returns the Outcome callbacks due. A terminal outcome the peer
 // left unsettled (receiver settle mode second) is settled here, and the
-// settlement sent back.
+// settlement sent back, unless the delivery's link settles manually
+// (Sender.SetManualSettlement): its application answers with Sender.Settle.
 func (s *Session) outcomesLocked(d *frames.Disposition, last uint32) []outcomeEvent {
 	outs := s.c.outScratch[:0]
-	settle := d.Settled
-	if !settle {
+	terminal := false
+	if !d.Settled {
 		switch d.State.(type) {
 		case *frames.Accepted, *frames.Rejected, *frames.Released, *frames.Modified:
-			settle = true
+			terminal = true
 		}
 	}
+	mixed := false // the range holds deliveries of manually settled links
+	if terminal {
+		forRange(s.unsettledOut, d.First, last, func(_ uint32, od outDelivery) {
+			mixed = mixed || od.snd.manual
+		})
+	}
 	forRange(s.unsettledOut, d.First, last, func(id uint32, od outDelivery) {
+		settle := d.Settled || (terminal && !od.snd.manual)
 		if settle {
 			delete(s.unsettledOut, id)
 			od.snd.unsettled--
+			if terminal && mixed {
+				// Answer this one alone: others of the range wait for
+				// their application.
+				s.disp = frames.Disposition{Role: frames.RoleSender, First: id, Settled: true, State: d.State}
+				_ = s.c.send(s.outCh, &s.disp)
+			}
 		}
 		if od.snd.h != nil && !od.snd.torn {
 			outs = append(outs, outcomeEvent{snd: od.snd, o: Outcome{ID: id, Tag: od.tag, State: d.State, Settled: settle}})
 		}
 	})
-	if settle && !d.Settled && len(outs) > 0 {
+	if terminal && !mixed && len(outs) > 0 {
 		s.disp = frames.Disposition{Role: frames.RoleSender, First: d.First, Settled: true, State: d.State}
 		if last != d.First {
 			s.dispLast = last

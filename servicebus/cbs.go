@@ -1,0 +1,157 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/busbar-io/busbar/amqp"
+	"github.com/busbar-io/busbar/amqp/frames"
+	"github.com/busbar-io/busbar/sas"
+)
+
+// claim is what one accepted token (or SASL PLAIN login) grants on a
+// connection: rights on an entity path and everything below it.
+type claim struct {
+	rights  sas.Right
+	expires time.Time // zero: never
+}
+
+// expand makes Manage imply Send and Listen, as Service Bus does.
+func expand(r sas.Right) sas.Right {
+	if r&sas.Manage != 0 {
+		r |= sas.Send | sas.Listen
+	}
+	return r
+}
+
+// covers reports whether a claim on prefix applies to path (both
+// normalized): the namespace covers everything, a topic its subscriptions.
+func covers(prefix, path string) bool {
+	return prefix == "" || prefix == path || strings.HasPrefix(path, prefix+"/")
+}
+
+// authorize checks that the connection holds an unexpired claim with right
+// on entity (an Address.Entity). Without an Authorizer everything is allowed.
+func (c *conn) authorize(entity string, right sas.Right) error {
+	if c.h.auth == nil {
+		return nil
+	}
+	path := sas.NormalizePath(entity)
+	now := c.h.clk.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, cl := range c.claims {
+		if cl.rights&right != 0 && covers(p, path) && (cl.expires.IsZero() || now.Before(cl.expires)) {
+			return nil
+		}
+	}
+	return unauthorized(right.String())
+}
+
+// cbsLink is the client's sender to $cbs: put-token requests, answered at
+// once (validation needs no I/O) on the client's reply link.
+type cbsLink struct{ c *conn }
+
+func (c *conn) attachCBS(r *amqp.Receiver) (amqp.ReceiverHandler, error) {
+	c.h.metrics.LinkAttached("$cbs", false)
+	return cbsLink{c}, nil
+}
+
+// Transfer handles one put-token request.
+func (l cbsLink) Transfer(r *amqp.Receiver, d amqp.Delivery) {
+	req, err := parseRequest(d.Payload)
+	if err != nil {
+		l.c.h.log.Debug("bad $cbs request", "err", err)
+		settle(d, &frames.Rejected{Error: amqpError(err)})
+		return
+	}
+	status, desc := l.c.putToken(req)
+	l.c.h.log.Debug("put-token", "audience", req.appProps["name"], "status", status, "description", desc)
+	resp := response{status: status, desc: desc, cbs: true}
+	l.c.reply(req, &resp)
+	settle(d, &frames.Accepted{})
+}
+
+// Detach counts the link's end.
+func (l cbsLink) Detach(*amqp.Receiver, error) { l.c.h.metrics.LinkDetached("$cbs", false) }
+
+// settle settles an unsettled delivery, ignoring a link that has gone.
+func settle(d amqp.Delivery, st frames.DeliveryState) {
+	if !d.Settled {
+		_ = d.Settle(st)
+	}
+}
+
+// putToken validates a put-token request and records the claim. It returns
+// the status code and description of the reply: 202 accepted, 400 for a
+// malformed request, 401 for a token that does not authorize the audience,
+// 404 for an audience naming an entity that does not exist.
+func (c *conn) putToken(req *request) (int32, string) {
+	if op, _ := req.appProps["operation"].(string); op != "put-token" {
+		return 400, "The $cbs node supports only the put-token operation, not '" + op + "'."
+	}
+	audience, _ := req.appProps["name"].(string)
+	if audience == "" {
+		return 400, "put-token requires the application property 'name' (the token's audience)."
+	}
+	entity, resource := "", sas.ResourcePath(audience)
+	if p := resource; p != "" {
+		addr, err := ParseAddress(p)
+		if err != nil || addr.Node == NodeCBS {
+			return 404, "The audience '" + audience + "' does not name an entity of this namespace."
+		}
+		entity = sas.NormalizePath(addr.Entity)
+	}
+	cl := claim{rights: sas.Send | sas.Listen | sas.Manage}
+	if c.h.auth != nil {
+		token, ok := req.value.(string)
+		if !ok {
+			return 400, "put-token requires the token as an amqp-value string body."
+		}
+		var err error
+		if cl, err = c.h.validate(token, resource); err != nil {
+			return 401, err.Error()
+		}
+	}
+	if entity != "" {
+		if err := c.h.entityExists(context.Background(), entity); err != nil {
+			m := mapError(err)
+			return m.status, m.desc
+		}
+	}
+	c.mu.Lock()
+	c.claims[entity] = cl
+	c.mu.Unlock()
+	return 202, "Accepted"
+}
+
+// validate checks a SAS token for a resource path (the audience's) and
+// returns the rights it grants.
+func (h *Handler) validate(token, resource string) (claim, error) {
+	t, err := sas.ParseToken(token)
+	if err != nil {
+		return claim{}, err
+	}
+	now := h.clk.Now()
+	var cl claim
+	var first error
+	for _, r := range []sas.Right{sas.Manage, sas.Send, sas.Listen} {
+		if err := h.auth.AuthorizeToken(t, now, resource, r); err != nil {
+			if errors.Is(err, sas.ErrExpired) {
+				return claim{}, errors.New("ExpiredToken: The token is expired. Expiration time: " + t.Expiry.UTC().Format(time.RFC3339))
+			}
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		cl.rights |= expand(r)
+	}
+	if cl.rights == 0 {
+		return claim{}, first
+	}
+	cl.expires = t.Expiry
+	return cl, nil
+}

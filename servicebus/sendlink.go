@@ -1,0 +1,156 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+
+	"github.com/busbar-io/busbar/amqp"
+	"github.com/busbar-io/busbar/amqp/encoding"
+	"github.com/busbar-io/busbar/amqp/frames"
+	"github.com/busbar-io/busbar/amqp/message"
+	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/sas"
+)
+
+// sendLink is a client sender to a queue or topic. Deliveries are parsed on
+// the reader goroutine and sent to the broker in order by a worker, so that
+// the connection never waits for the store; each is settled when the broker
+// has it durably. The engine's credit window (credit plus unsettled
+// deliveries) bounds the work in flight.
+type sendLink struct {
+	c    *conn
+	path string
+	q    serial[inbound]
+}
+
+// inbound is one delivery on its way to the broker.
+type inbound struct {
+	d    amqp.Delivery
+	msgs []*broker.Message
+	err  error // refused before reaching the broker
+}
+
+// propMaxBatchSize is the attach property telling the SDKs the largest batch.
+const propMaxBatchSize encoding.Symbol = "com.microsoft:max-message-batch-size"
+
+func (c *conn) attachSender(r *amqp.Receiver, addr Address) (amqp.ReceiverHandler, error) {
+	if addr.SubQueue != SubQueueNone {
+		return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to the dead-letter sub-queue %q", addr.Path())
+	}
+	if err := c.authorize(addr.Entity, sas.Send); err != nil {
+		return nil, amqpError(err)
+	}
+	ctx := context.Background()
+	maxKB := int64(0)
+	if p, err := broker.ParsePath(addr.Entity); err != nil || p.Subscription != "" {
+		return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to %q: send to a queue or topic", addr.Entity)
+	}
+	if q, err := c.h.b.GetQueue(ctx, addr.Entity); err == nil {
+		maxKB = q.Properties.MaxMessageSizeInKilobytes
+	} else if !errors.Is(err, broker.ErrNotFound) {
+		return nil, amqpError(err)
+	} else if t, err := c.h.b.GetTopic(ctx, addr.Entity); err == nil {
+		maxKB = t.Properties.MaxMessageSizeInKilobytes
+	} else {
+		return nil, amqpError(err)
+	}
+	if maxKB <= 0 {
+		maxKB = broker.DefaultMaxMessageSizeInKilobytes
+	}
+	reply := r.Reply()
+	reply.MaxMessageSize = uint64(maxKB) * 1024
+	// Service Bus senders: the client settles mixed and the broker settles
+	// first; echo what the client asked (the engine pre-filled it).
+	if reply.Properties == nil {
+		reply.Properties = encoding.Fields{}
+	}
+	reply.Properties[propMaxBatchSize] = uint64(maxKB) * 1024
+	r.SetCreditWindow(c.h.credit)
+	l := &sendLink{c: c, path: addr.Entity}
+	l.q.run = l.run
+	c.h.metrics.LinkAttached(addr.Entity, false)
+	return l, nil
+}
+
+// Transfer parses the delivery and queues it for the broker.
+func (l *sendLink) Transfer(_ *amqp.Receiver, d amqp.Delivery) {
+	in := inbound{d: d}
+	in.d.Tag = nil
+	in.d.Payload = nil
+	if err := l.c.authorize(l.path, sas.Send); err != nil {
+		in.err = err
+	} else {
+		in.msgs, in.err = ingestDelivery(d.Format, d.Payload)
+	}
+	l.q.push(in)
+}
+
+// ingestDelivery maps a delivery's payload, a single message or a batch,
+// to broker messages.
+func ingestDelivery(format uint32, payload []byte) ([]*broker.Message, error) {
+	if format != message.FormatBatch {
+		m, err := ingest(payload)
+		if err != nil {
+			return nil, err
+		}
+		return []*broker.Message{m}, nil
+	}
+	parts, err := message.SplitBatch(payload)
+	if err != nil {
+		return nil, badRequest("the batch is not valid: %v", err)
+	}
+	msgs := make([]*broker.Message, len(parts))
+	for i, p := range parts {
+		if msgs[i], err = ingest(p); err != nil {
+			return nil, badRequest("batch message %d: %v", i, err)
+		}
+	}
+	return msgs, nil
+}
+
+// run sends a batch of deliveries to the broker: consecutive valid
+// deliveries go in one Send (one commit), falling back to one Send each when
+// that fails, so that every delivery gets its own outcome.
+func (l *sendLink) run(batch []inbound) {
+	ctx := context.Background()
+	var group []*broker.Message
+	var groupOf []int
+	flush := func() {
+		if len(groupOf) == 0 {
+			return
+		}
+		if len(groupOf) == 1 || l.c.h.b.Send(ctx, l.path, group) != nil {
+			for _, i := range groupOf {
+				batch[i].err = l.c.h.b.Send(ctx, l.path, batch[i].msgs)
+			}
+		}
+		for _, i := range groupOf {
+			l.settle(batch[i])
+		}
+		group, groupOf = group[:0], groupOf[:0]
+	}
+	for i := range batch {
+		if batch[i].err != nil {
+			flush()
+			l.settle(batch[i])
+			continue
+		}
+		group = append(group, batch[i].msgs...)
+		groupOf = append(groupOf, i)
+	}
+	flush()
+}
+
+// settle answers a delivery: accepted, or rejected with the mapped error.
+func (l *sendLink) settle(in inbound) {
+	if in.err != nil {
+		l.c.h.log.Debug("send refused", "entity", l.path, "err", in.err)
+		settle(in.d, &frames.Rejected{Error: amqpError(in.err)})
+		return
+	}
+	settle(in.d, &frames.Accepted{})
+}
+
+// Detach counts the link's end; queued deliveries still reach the broker
+// (their settlement then fails quietly, as the client will resend them).
+func (l *sendLink) Detach(*amqp.Receiver, error) { l.c.h.metrics.LinkDetached(l.path, false) }

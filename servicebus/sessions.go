@@ -1,0 +1,149 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/busbar-io/busbar/amqp"
+	"github.com/busbar-io/busbar/amqp/encoding"
+	"github.com/busbar-io/busbar/amqp/frames"
+	"github.com/busbar-io/busbar/broker"
+)
+
+// Session receiver vocabulary (reference §2.7).
+const (
+	filterSession   encoding.Symbol = "com.microsoft:session-filter"
+	propTimeout     encoding.Symbol = "com.microsoft:timeout"
+	propLockedUntil encoding.Symbol = "com.microsoft:locked-until-utc"
+	// descSessionFilter is the descriptor the Go SDK writes (0x137000000C);
+	// Microsoft's domain:code convention gives 0x000001370000000C.
+	descSessionFilter       uint64 = 0x137000000C
+	descSessionFilterDomain uint64 = 0x000001370000000C
+	// defaultSessionTimeout is how long an accept-next-session waits when
+	// the client gives no com.microsoft:timeout.
+	defaultSessionTimeout = 60 * time.Second
+	// sessionTimeoutMargin caps how much earlier than the client's timeout
+	// an accept-next-session gives up.
+	sessionTimeoutMargin = 500 * time.Millisecond
+	// dotnetEpochTicks is 1970-01-01 in .NET ticks (100 ns since 0001-01-01).
+	dotnetEpochTicks = 621355968000000000
+)
+
+// sessionRequest is what a session receiver's attach asks for.
+type sessionRequest struct {
+	id         string // the named session, when next is false
+	next       bool   // accept the next available session
+	descriptor any    // echoed in the reply's filter
+}
+
+// sessionFilter reads the session filter of a source: described with
+// either descriptor (Go, .NET) or plain (JS); a string names a session, null
+// asks for the next available one.
+func sessionFilter(src *frames.Source) (sessionRequest, bool) {
+	if src == nil {
+		return sessionRequest{}, false
+	}
+	v, ok := src.Filter[filterSession]
+	if !ok {
+		return sessionRequest{}, false
+	}
+	req := sessionRequest{descriptor: descSessionFilter}
+	if d, ok := v.(*encoding.Described); ok {
+		if d == nil {
+			return sessionRequest{next: true, descriptor: descSessionFilter}, true
+		}
+		req.descriptor = d.Descriptor
+		v = d.Value
+	}
+	switch x := v.(type) {
+	case string:
+		req.id = x
+	case encoding.Symbol:
+		req.id = string(x)
+	default:
+		req.next = true
+	}
+	return req, true
+}
+
+// dotnetTicks converts a time to .NET ticks.
+func dotnetTicks(t time.Time) int64 {
+	return t.UnixNano()/100 + dotnetEpochTicks
+}
+
+// attachTimeout reads com.microsoft:timeout (milliseconds) from the attach.
+func attachTimeout(props encoding.Fields) time.Duration {
+	if v, ok := props[propTimeout]; ok {
+		if ms, ok := asInt64(v); ok && ms >= 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return defaultSessionTimeout
+}
+
+// attachSession attaches a session receiver. A named session, or a next
+// session available at once, is answered now; otherwise the attach is
+// deferred while the broker waits (up to com.microsoft:timeout) for a
+// session, without holding up the connection. None in time refuses the
+// link with com.microsoft:timeout.
+func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions) (amqp.SenderHandler, error) {
+	ctx := context.Background()
+	var err error
+	if !req.next {
+		l.cons, err = l.c.h.b.AcceptSession(ctx, l.path, req.id, opts)
+	} else {
+		l.cons, err = l.c.h.b.AcceptNextSession(ctx, l.path, 0, opts)
+	}
+	if err == nil {
+		l.writeSessionReply(req)
+		l.start()
+		return l, nil
+	}
+	timeout := attachTimeout(l.s.Remote().Properties)
+	if !req.next || !errors.Is(err, broker.ErrTimeout) || timeout <= 0 {
+		return nil, amqpError(err)
+	}
+	// Answer a little before the client's own deadline (the SDKs send
+	// their context's), so that it sees com.microsoft:timeout rather than
+	// giving up first.
+	wait := timeout - min(timeout/10, sessionTimeoutMargin)
+	go func() {
+		cons, err := l.c.h.b.AcceptNextSession(ctx, l.path, wait, opts)
+		if err != nil {
+			_ = l.s.CompleteAttach(nil, amqpError(err))
+			return
+		}
+		l.cons = cons
+		l.writeSessionReply(req)
+		l.start()
+		// On failure (the client gave up) the engine has called Detach,
+		// which released the session.
+		_ = l.s.CompleteAttach(l, nil)
+	}()
+	return nil, amqp.ErrDeferAttach
+}
+
+// writeSessionReply writes the attach reply of a session receiver: the
+// locked session id as a described filter value and the lock's expiry in
+// .NET ticks.
+func (l *recvLink) writeSessionReply(req sessionRequest) {
+	reply := l.s.Reply()
+	src := frames.Source{}
+	if reply.Source != nil {
+		src = *reply.Source
+	}
+	filter := make(encoding.Fields, len(src.Filter)+1)
+	for k, v := range src.Filter {
+		filter[k] = v
+	}
+	filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
+	src.Filter = filter
+	reply.Source = &src
+	props := make(encoding.Fields, len(reply.Properties)+1)
+	for k, v := range reply.Properties {
+		props[k] = v
+	}
+	props[propLockedUntil] = dotnetTicks(l.cons.LockedUntil())
+	reply.Properties = props
+}

@@ -1,0 +1,46 @@
+package servicebus
+
+import "sync"
+
+// serial runs the items pushed to it in order, a batch at a time, on one
+// goroutine started on demand: work that waits for the store (an fsync)
+// leaves the connection's reader goroutine free, while a link's items keep
+// their order. The number of items is bounded by the caller (link credit).
+type serial[T any] struct {
+	run func([]T)
+
+	mu      sync.Mutex
+	items   []T
+	running bool
+}
+
+// push queues an item and starts the goroutine if none is running.
+func (s *serial[T]) push(it T) {
+	s.mu.Lock()
+	s.items = append(s.items, it)
+	if s.running {
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
+	s.mu.Unlock()
+	go s.loop()
+}
+
+func (s *serial[T]) loop() {
+	var spare []T
+	for {
+		s.mu.Lock()
+		if len(s.items) == 0 {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		batch := s.items
+		s.items = spare[:0]
+		s.mu.Unlock()
+		s.run(batch)
+		clear(batch)
+		spare = batch
+	}
+}

@@ -205,6 +205,7 @@ func (s *Server) serve() error {
 	}
 	s.amqp = amqp.NewServer(amqp.Config{
 		Handler:        handler,
+		Authenticate:   handler.Authenticate,
 		MaxMessageSize: uint64(maxMessageKB(s.opts.MaxMessageSizeInKilobytes)) << 10,
 		Logger:         s.log.With("component", "amqp"),
 	})

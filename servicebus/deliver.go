@@ -3,6 +3,7 @@ package servicebus
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/message"
@@ -25,6 +26,19 @@ func tokenOfTag(tag []byte) (broker.LockToken, bool) {
 		tag[8], tag[9], tag[10], tag[11], tag[12], tag[13], tag[14], tag[15]}, true
 }
 
+// effectiveTTL is the time to live the message really has: its own, capped
+// by the entity's default (which also applies when it set none), as the
+// broker computed its expiry. Zero means it never expires.
+func effectiveTTL(m *broker.Message) time.Duration {
+	if !m.ExpiresAt.IsZero() && !m.EnqueuedTime.IsZero() {
+		return m.ExpiresAt.Sub(m.EnqueuedTime)
+	}
+	if m.TimeToLive == broker.InfiniteTTL {
+		return 0
+	}
+	return m.TimeToLive
+}
+
 // encodeMessage appends m as a complete message for a client: a header with
 // the delivery count and time to live, delivery annotations (the client's,
 // plus x-opt-lock-token when locked is set), message annotations (the
@@ -44,7 +58,7 @@ func encodeMessage(dst []byte, m *broker.Message, locked bool) ([]byte, error) {
 		h = *userH // durable, priority and first-acquirer pass through
 	}
 	h.DeliveryCount = m.DeliveryCount
-	if ttl := m.TimeToLive.Milliseconds(); ttl > 0 && m.TimeToLive != broker.InfiniteTTL {
+	if ttl := effectiveTTL(m).Milliseconds(); ttl > 0 {
 		h.TTL = uint32(min(ttl, math.MaxUint32))
 	}
 	out := message.AppendHeader(dst, &h)

@@ -159,3 +159,34 @@ func TestSendRejectsNullAnnotations(t *testing.T) {
 		t.Fatalf("null partition key: %v", err)
 	}
 }
+
+// TestEntityDefaultTTLOnDelivery: a message sent without a time to live gets
+// the entity's default, and the delivery says so (the SDK derives ExpiresAt
+// from it).
+func TestEntityDefaultTTLOnDelivery(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.queue("hourly", broker.QueueProperties{DefaultMessageTimeToLive: time.Hour})
+	e.queue("forever", broker.QueueProperties{})
+	c := e.client()
+	for _, q := range []struct {
+		name string
+		want time.Duration
+	}{{"hourly", time.Hour}, {"forever", 0}} {
+		mustSend(t, c, q.name, &azservicebus.Message{Body: []byte("x")})
+		r, err := c.NewReceiverForQueue(q.name, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := receiveN(t, r, 1)[0]
+		var got time.Duration
+		if m.TimeToLive != nil {
+			got = *m.TimeToLive
+		}
+		if got != q.want {
+			t.Fatalf("%s: TimeToLive = %v, want %v", q.name, got, q.want)
+		}
+		if q.want > 0 && !m.ExpiresAt.Equal(m.EnqueuedTime.Add(q.want)) {
+			t.Fatalf("%s: ExpiresAt = %v, want %v", q.name, m.ExpiresAt, m.EnqueuedTime.Add(q.want))
+		}
+	}
+}

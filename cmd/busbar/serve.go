@@ -47,8 +47,9 @@ type serveFlags struct {
 	shutdownTimeout                                    time.Duration
 }
 
-func serve(args []string, stdout, stderr io.Writer) int {
-	var f serveFlags
+// newServeFlagSet declares serve's flags into f, each defaulting to its
+// BUSBAR_* environment variable.
+func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -74,6 +75,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
+	return fs
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	var f serveFlags
+	fs := newServeFlagSet(&f, stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK

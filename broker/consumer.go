@@ -1,0 +1,481 @@
+package broker
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ReceiveMode is how a consumer takes messages.
+type ReceiveMode uint8
+
+// Receive modes.
+const (
+	// PeekLock locks each delivered message until it is settled or its
+	// lock expires (at-least-once).
+	PeekLock ReceiveMode = iota
+	// ReceiveAndDelete deletes each message, durably, before delivering it
+	// (at-most-once).
+	ReceiveAndDelete
+)
+
+// ConsumerOptions configure a Consumer.
+type ConsumerOptions struct {
+	Mode ReceiveMode
+	// Deliver receives each message. It must not block; it is called from
+	// one goroutine at a time per consumer, in delivery order (the caller of
+	// AddCredit, Drain or a settlement, a sender, or the clock's timer),
+	// with no broker lock held: it may settle or add credit, but must not
+	// call Drain.
+	Deliver func(*Message)
+	// OnLost, if set, is called once when the broker ends the consumer:
+	// its entity was deleted, or (sessions) its session lock expired.
+	OnLost func(error)
+	// AbandonOnClose makes Close return the consumer's locked messages to
+	// the queue at once instead of leaving them locked until they expire.
+	AbandonOnClose bool
+}
+
+// Consumer is a receiver on a queue, subscription or dead-letter subqueue,
+// fed by credit, as an AMQP receiver link. Session consumers (AcceptSession,
+// AcceptNextSession) deliver only their session's messages, in order.
+type Consumer struct {
+	b    *Broker
+	q    *qstate
+	sub  Subqueue
+	opts ConsumerOptions
+	path string
+
+	// guarded by q.mu
+	credit int
+	closed bool
+	sess   *session
+	locked *msgIdx // session consumers: list of locked messages
+
+	lostOnce sync.Once
+
+	omu      sync.Mutex
+	out      []outItem
+	flushing bool
+	idle     *sync.Cond
+}
+
+type outItem struct {
+	m  *Message
+	pc *pendingCommit
+}
+
+// pendingCommit marks deliveries that wait for a store commit
+// (receive-and-delete) before they may be pushed.
+type pendingCommit struct {
+	state atomic.Int32 // 0 pending, 1 committed, 2 failed
+}
+
+// NewConsumer opens a non-session consumer on a queue, subscription or
+// dead-letter path. Session-enabled entities need AcceptSession or
+// AcceptNextSession (their dead-letter subqueues do not).
+func (b *Broker) NewConsumer(ctx context.Context, path string, o ConsumerOptions) (*Consumer, error) {
+	e, p, err := b.receivable(path, o)
+	if err != nil {
+		return nil, err
+	}
+	if p.Subqueue == SubqueueMain && e.props().RequiresSession {
+		return nil, errorf(ErrSessionRequired, "%q requires sessions: accept a session to receive from it", e.path())
+	}
+	c := b.newConsumer(e, p, o)
+	q := e.q
+	q.mu.Lock()
+	if e.deleted.Load() {
+		q.mu.Unlock()
+		return nil, errorf(ErrNotFound, "%q was deleted", e.path())
+	}
+	q.consumers[p.Subqueue] = append(q.consumers[p.Subqueue], c)
+	q.mu.Unlock()
+	return c, nil
+}
+
+func (b *Broker) receivable(path string, o ConsumerOptions) (*entity, Path, error) {
+	if o.Deliver == nil {
+		return nil, Path{}, errorf(ErrInvalidArgument, "ConsumerOptions.Deliver is nil")
+	}
+	if o.Mode > ReceiveAndDelete {
+		return nil, Path{}, errorf(ErrInvalidArgument, "unknown receive mode %d", o.Mode)
+	}
+	e, p, err := b.resolve(path)
+	if err != nil {
+		return nil, p, err
+	}
+	if st := e.props().Status; !st.canReceive() {
+		return nil, p, errorf(ErrEntityDisabled, "%q is %s", e.path(), st)
+	}
+	e.touch(b.now())
+	return e, p, nil
+}
+
+func (b *Broker) newConsumer(e *entity, p Path, o ConsumerOptions) *Consumer {
+	c := &Consumer{b: b, q: e.q, sub: p.Subqueue, opts: o, path: e.path() + p.Subqueue.String()}
+	c.idle = sync.NewCond(&c.omu)
+	return c
+}
+
+// Path returns the entity path the consumer reads.
+func (c *Consumer) Path() string { return c.path }
+
+// AddCredit lets the broker deliver n more messages.
+func (c *Consumer) AddCredit(n int) {
+	if n <= 0 {
+		return
+	}
+	q := c.q
+	w := &work{q: q}
+	q.mu.Lock()
+	if !c.closed {
+		c.credit += n
+		q.dispatch(w)
+	}
+	q.mu.Unlock()
+	c.b.finish(w)
+}
+
+// Credit returns the unused credit.
+func (c *Consumer) Credit() int {
+	c.q.mu.Lock()
+	defer c.q.mu.Unlock()
+	return c.credit
+}
+
+// Drain delivers what is available now, up to the credit, then drops the
+// remaining credit and returns how much was dropped (the AMQP drain). Every
+// delivery the consumer's credit paid for has been passed to Deliver when
+// Drain returns. Drain must not be called from Deliver.
+func (c *Consumer) Drain() int {
+	q := c.q
+	w := &work{q: q}
+	q.mu.Lock()
+	q.dispatch(w)
+	q.mu.Unlock()
+	c.b.finish(w)
+	c.waitFlushed()
+	q.mu.Lock()
+	left := c.credit
+	c.credit = 0
+	q.mu.Unlock()
+	return left
+}
+
+// Close ends the consumer. Its locked messages stay locked until they
+// expire, unless AbandonOnClose; a session consumer releases its session and
+// returns the session's locked messages without counting a delivery.
+func (c *Consumer) Close() error {
+	q := c.q
+	w := &work{q: q}
+	q.mu.Lock()
+	if c.closed {
+		q.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.credit = 0
+	cs := q.consumers[c.sub]
+	for i, x := range cs {
+		if x == c {
+			q.consumers[c.sub] = append(cs[:i:i], cs[i+1:]...)
+			break
+		}
+	}
+	if c.sess != nil {
+		q.releaseSession(c, false, w)
+	} else if c.opts.AbandonOnClose {
+		var mine []*msgIdx
+		for _, m := range q.locks {
+			if m.owner == c {
+				mine = append(mine, m)
+			}
+		}
+		for _, m := range mine {
+			q.unlock(m)
+			q.makeAvailable(m)
+		}
+	}
+	q.dispatch(w)
+	q.mu.Unlock()
+	c.b.finish(w)
+	return nil
+}
+
+func (c *Consumer) notifyLost(err error) {
+	if c.opts.OnLost != nil {
+		c.lostOnce.Do(func() { c.opts.OnLost(err) })
+	}
+}
+
+// push queues a delivery; q.mu is held.
+func (c *Consumer) push(m *Message, pc *pendingCommit) {
+	c.omu.Lock()
+	c.out = append(c.out, outItem{m, pc})
+	c.omu.Unlock()
+}
+
+// flush hands queued deliveries to Deliver in order; only one goroutine
+// delivers at a time, the others return at once.
+func (c *Consumer) flush() {
+	c.omu.Lock()
+	if c.flushing {
+		c.omu.Unlock()
+		return
+	}
+	c.flushing = true
+	for len(c.out) > 0 {
+		it := c.out[0]
+		if it.pc != nil {
+			switch it.pc.state.Load() {
+			case 0:
+				c.flushing = false
+				c.idle.Broadcast()
+				c.omu.Unlock()
+				return
+			case 2:
+				c.out = c.out[1:]
+				continue
+			}
+		}
+		c.out[0] = outItem{}
+		c.out = c.out[1:]
+		c.omu.Unlock()
+		c.opts.Deliver(it.m)
+		c.omu.Lock()
+	}
+	c.out = nil
+	c.flushing = false
+	c.idle.Broadcast()
+	c.omu.Unlock()
+}
+
+// waitFlushed waits until every queued delivery has been handed to
+// Deliver (or dropped, when its receive-and-delete commit failed). Items
+// waiting for another goroutine's commit are pushed by that goroutine.
+func (c *Consumer) waitFlushed() {
+	c.omu.Lock()
+	for c.flushing || len(c.out) > 0 {
+		c.idle.Wait()
+	}
+	c.omu.Unlock()
+}
+
+// linkLocked and unlinkLocked keep a session consumer's locked messages.
+func (c *Consumer) linkLocked(m *msgIdx) {
+	m.lprev = nil
+	m.lnext = c.locked
+	if c.locked != nil {
+		c.locked.lprev = m
+	}
+	c.locked = m
+}
+
+func (c *Consumer) unlinkLocked(m *msgIdx) {
+	if m.lprev != nil {
+		m.lprev.lnext = m.lnext
+	} else if c.locked == m {
+		c.locked = m.lnext
+	}
+	if m.lnext != nil {
+		m.lnext.lprev = m.lprev
+	}
+	m.lprev, m.lnext = nil, nil
+}
+
+// work is what an operation must finish after releasing its queue's lock:
+// receive-and-delete commits, moves to commit, consumers to flush.
+type work struct {
+	q     *qstate
+	flush []*Consumer
+	rdBt  batchBuf
+	rd    []rdItem
+	pc    *pendingCommit
+	moves []*move
+}
+
+type rdItem struct {
+	m *msgIdx
+	c *Consumer
+}
+
+func (w *work) addFlush(c *Consumer) {
+	for _, x := range w.flush {
+		if x == c {
+			return
+		}
+	}
+	w.flush = append(w.flush, c)
+}
+
+// dispatch matches available messages with consumer credit; q.mu is held.
+func (q *qstate) dispatch(w *work) {
+	if q.ent.deleted.Load() || !q.ent.props().Status.canReceive() {
+		return
+	}
+	now := q.b.now().UnixNano()
+	for sub := range q.consumers {
+		cs := q.consumers[sub]
+		h := &q.avail[sub]
+		for len(cs) > 0 && len(*h) > 0 {
+			c := q.nextWithCredit(Subqueue(sub))
+			if c == nil {
+				break
+			}
+			m := h.peek()
+			if m.sub == SubqueueMain && m.expires != 0 && m.expires <= now {
+				q.expire(m, w)
+				continue
+			}
+			q.deliver(c, m, w, now)
+		}
+	}
+	if q.sessionful() {
+		q.dispatchSessions(w, now)
+	}
+}
+
+func (q *qstate) nextWithCredit(sub Subqueue) *Consumer {
+	cs := q.consumers[sub]
+	for i := range cs {
+		j := (q.rr[sub] + i) % len(cs)
+		if cs[j].credit > 0 {
+			q.rr[sub] = j + 1
+			return cs[j]
+		}
+	}
+	return nil
+}
+
+// deliver hands m to c; q.mu is held.
+func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
+	base, err := q.load(m)
+	if err != nil {
+		q.b.log.Error("cannot read message; it stays unavailable until restart", "entity", q.ent.path(), "seq", m.seq, "err", err)
+		q.unavailable(m)
+		return
+	}
+	c.credit--
+	q.ent.accessed.Store(now)
+	out := q.stamp(base, m)
+	if c.opts.Mode == PeekLock {
+		until := now + int64(q.ent.props().LockDuration)
+		if c.sess != nil {
+			until = c.sess.lockedUntil
+		}
+		q.lock(m, c, until)
+		out.LockToken = m.token
+		out.LockedUntil = time.Unix(0, until).UTC()
+		c.push(out, nil)
+	} else {
+		q.unavailable(m)
+		m.pending = true
+		deleteMessageKeys(&w.rdBt, q.ent.id, m)
+		if w.pc == nil {
+			w.pc = &pendingCommit{}
+		}
+		w.rd = append(w.rd, rdItem{m, c})
+		c.push(out, w.pc)
+	}
+	w.addFlush(c)
+	q.b.obs.MessagesOut(q.ent.path(), 1)
+}
+
+// load returns the stored message (headers, properties, body) of m.
+func (q *qstate) load(m *msgIdx) (*Message, error) {
+	k := cacheKey{q.ent.id, m.bodyRef}
+	if c := q.b.cache.get(k); c != nil {
+		return c, nil
+	}
+	rec, err := q.b.st.Get(key2(kBody, q.ent.id, m.bodyRef))
+	if err != nil {
+		return nil, err
+	}
+	msg, err := decodeMessage(rec)
+	if err != nil {
+		return nil, err
+	}
+	q.b.cache.put(k, msg)
+	return msg, nil
+}
+
+// stamp returns a copy of base with m's broker fields.
+func (q *qstate) stamp(base *Message, m *msgIdx) *Message {
+	out := *base
+	out.SequenceNumber = int64(m.seq)
+	out.EnqueuedTime = time.Unix(0, m.enqueued).UTC()
+	out.DeliveryCount = m.deliveries
+	out.State = m.state
+	out.ExpiresAt = time.Time{}
+	if m.expires != 0 {
+		out.ExpiresAt = time.Unix(0, m.expires).UTC()
+	}
+	if m.state == StateScheduled && out.ScheduledEnqueueTime.IsZero() {
+		out.ScheduledEnqueueTime = time.Unix(0, m.scheduled).UTC()
+	}
+	out.LockToken, out.LockedUntil = LockToken{}, time.Time{}
+	return &out
+}
+
+// finish completes w outside q.mu: commits receive-and-delete removals and
+// moves, then delivers. It returns the first commit error.
+func (b *Broker) finish(w *work) error {
+	var firstErr error
+	for len(w.rd) > 0 || len(w.moves) > 0 {
+		if len(w.rd) > 0 {
+			if err := b.finishRD(w); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		if len(w.moves) > 0 {
+			mv := w.moves
+			w.moves = nil
+			if err := b.runMoves(w, mv); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	fl := w.flush
+	w.flush = nil
+	for _, c := range fl {
+		c.flush()
+	}
+	return firstErr
+}
+
+func (b *Broker) finishRD(w *work) error {
+	rd, pc := w.rd, w.pc
+	bt := w.rdBt
+	w.rd, w.pc, w.rdBt = nil, nil, batchBuf{}
+	err := b.commit(&bt.Batch)
+	q := w.q
+	q.mu.Lock()
+	for _, it := range rd {
+		it.m.pending = false
+		if err == nil {
+			q.remove(it.m)
+			b.cache.drop(cacheKey{q.ent.id, it.m.bodyRef})
+		} else if q.msgs[it.m.seq] == it.m {
+			q.makeAvailable(it.m)
+			if it.c != nil && !it.c.closed {
+				it.c.credit++
+			}
+		}
+	}
+	if err == nil {
+		pc.state.Store(1)
+	} else {
+		pc.state.Store(2)
+		b.log.Error("receive-and-delete commit failed; messages stay in the queue", "entity", q.ent.path(), "err", err)
+	}
+	for _, it := range rd {
+		if it.c != nil {
+			w.addFlush(it.c)
+		}
+	}
+	q.dispatch(w)
+	q.mu.Unlock()
+	return err
+}

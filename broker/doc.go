@@ -1,0 +1,42 @@
+// Package broker is Busbar's engine: the Azure Service Bus semantics of a
+// namespace, independent of any protocol. It owns the namespace of queues,
+// topics, subscriptions and rules; messages and their sequence numbers;
+// peek-lock and receive-and-delete delivery with credit; settlement (complete,
+// abandon, defer, dead-letter, renew); sessions and session state; scheduled
+// messages, deferral, TTL, duplicate detection, auto-forwarding,
+// auto-delete-on-idle, quotas; and the key layout and record encodings it
+// keeps in a store.Store.
+//
+// It must not touch AMQP or any wire format (a Message carries the client's
+// encoded bare message as opaque bytes the broker never parses), must not do
+// I/O except through store.Store, and must not read the time, sleep or start
+// polling goroutines: time comes from the injected clock.Clock, and every
+// deadline of the namespace (scheduled activation, TTL, message and session
+// lock expiry, session-accept timeouts, idle entities) lives in one deadline
+// heap behind a single clock timer. Randomness (lock tokens, message ids)
+// comes from the injected io.Reader.
+//
+// Every acknowledged operation is committed to the store before the call
+// returns. In-memory structures are indexes; message bodies are read back
+// from the store through a bounded cache. Open rebuilds the indexes; locks do
+// not survive a restart.
+//
+// Errors are wrapped sentinels (ErrNotFound, ErrLockLost, ...) that the
+// protocol layer maps to Service Bus conditions with errors.Is.
+//
+// # Using the engine
+//
+// Open a Broker over a store; manage entities with Create/Update/Get/List/
+// Delete Queue, Topic and Subscription and Add/Remove/ListRules. Send puts an
+// atomic batch on a queue or topic (Schedule and CancelScheduled for
+// scheduled messages). Receivers are Consumers, one per AMQP receiver link:
+// NewConsumer for a queue, subscription or dead-letter path, AcceptSession
+// and AcceptNextSession for sessions; the protocol layer grants credit with
+// AddCredit and the broker calls ConsumerOptions.Deliver for each message
+// (Drain implements the AMQP drain). Settlement is by lock token, from any
+// link: Complete, Abandon (also the AMQP "released" outcome), Defer,
+// DeadLetter, RenewLock. The management operations are Peek, PeekSession,
+// ReceiveDeferred, Get/SetSessionState, RenewSessionLock, ListSessions,
+// DeleteMessages and Purge. Paths are "queue", "topic/Subscriptions/sub",
+// with "/$DeadLetterQueue" or "/$Transfer/$DeadLetterQueue", case-insensitive.
+package broker

@@ -1,0 +1,234 @@
+package broker
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// entity is a queue, topic or subscription in memory.
+type entity struct {
+	b      *Broker
+	id     uint64
+	kind   entityKind
+	name   string  // as given: queue/topic name, or the subscription's own name
+	parent *entity // subscription → topic
+
+	p        atomic.Pointer[props]
+	mu       sync.Mutex // guards created, updated, subs, rules
+	created  time.Time
+	updated  time.Time
+	accessed atomic.Int64 // unix nanoseconds
+	subs     map[string]*entity
+	rules    []*rule // subscription rules, sorted by folded name
+	deleted  atomic.Bool
+	idle     deadline
+
+	q   *qstate     // queue, subscription
+	seq *seqCounter // queue, topic (shared by its subscriptions)
+	dd  *dedupeWindow
+}
+
+func (e *entity) props() *props { return e.p.Load() }
+
+// path returns the entity's address as the SDKs write it.
+func (e *entity) path() string {
+	if e.kind == kindSubscription {
+		return e.parent.name + "/Subscriptions/" + e.name
+	}
+	return e.name
+}
+
+func (e *entity) touch(now time.Time) { e.accessed.Store(now.UnixNano()) }
+
+// msgIdx is the in-memory index entry of one message: where it is, its
+// deadlines and its lock. Its body and headers live in the store.
+type msgIdx struct {
+	seq        uint64
+	bodyRef    uint64
+	enqueued   int64
+	expires    int64
+	scheduled  int64
+	size       int64
+	deliveries uint32
+	sub        Subqueue
+	state      MessageState
+	pending    bool  // a store commit changing this message is in flight
+	hidx       int32 // position in an availability heap, -1 when not available
+	sess       *session
+
+	lockedUntil  int64 // 0 = not locked
+	token        LockToken
+	owner        *Consumer
+	lprev, lnext *msgIdx // queue lock list (non-session) or owner's list (session)
+
+	dl *deadline // scheduled activation or TTL expiry
+}
+
+func (m *msgIdx) meta() msgMeta {
+	mm := msgMeta{sub: m.sub, state: m.state, deliveries: m.deliveries, enqueued: m.enqueued, expires: m.expires,
+		scheduled: m.scheduled, bodyRef: m.bodyRef, size: m.size}
+	if m.sess != nil {
+		mm.sessionID = m.sess.id
+	}
+	return mm
+}
+
+// seqHeap orders available messages by sequence number.
+type seqHeap []*msgIdx
+
+func (h *seqHeap) push(m *msgIdx) {
+	m.hidx = int32(len(*h))
+	*h = append(*h, m)
+	h.up(int(m.hidx))
+}
+
+func (h *seqHeap) peek() *msgIdx {
+	if len(*h) == 0 {
+		return nil
+	}
+	return (*h)[0]
+}
+
+func (h *seqHeap) remove(m *msgIdx) {
+	i := int(m.hidx)
+	s := *h
+	if i < 0 || i >= len(s) || s[i] != m {
+		return
+	}
+	last := len(s) - 1
+	h.swap(i, last)
+	s[last] = nil
+	*h = s[:last]
+	m.hidx = -1
+	if i < last {
+		if !h.down(i) {
+			h.up(i)
+		}
+	}
+	if cap(*h) > 4096 && len(*h) < cap(*h)/8 {
+		*h = append(make(seqHeap, 0, 2*len(*h)), *h...) // release a drained backlog
+	}
+}
+
+func (h seqHeap) swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx = int32(i)
+	h[j].hidx = int32(j)
+}
+
+func (h seqHeap) up(j int) {
+	for j > 0 {
+		i := (j - 1) / 2
+		if h[i].seq <= h[j].seq {
+			break
+		}
+		h.swap(i, j)
+		j = i
+	}
+}
+
+func (h seqHeap) down(i int) bool {
+	i0, n := i, len(h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && h[r].seq < h[l].seq {
+			j = r
+		}
+		if h[i].seq <= h[j].seq {
+			break
+		}
+		h.swap(i, j)
+		i = j
+	}
+	return i > i0
+}
+
+// session is one session of a session-enabled queue or subscription. It
+// exists while it has messages, state or a lock.
+type session struct {
+	id           string
+	avail        seqHeap
+	count        int // messages of the session in the main subqueue
+	hasState     bool
+	stateUpdated int64
+	owner        *Consumer
+	lockedUntil  int64
+	lprev, lnext *session // queue's session-lock list
+	inReady      bool
+}
+
+// seqCounter hands out sequence numbers, persisting a high-water mark in
+// blocks so that numbers are never reused after a restart.
+type seqCounter struct {
+	mu       sync.Mutex
+	eid      uint64
+	next     uint64 // next number to hand out
+	reserved uint64 // persisted high-water mark: numbers ≤ reserved may have been used
+}
+
+const seqBlock = 1 << 16
+
+// take returns n consecutive sequence numbers, persisting a new mark first
+// when the block is used up.
+func (c *seqCounter) take(b *Broker, n int) (uint64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	first := c.next
+	if first+uint64(n)-1 > c.reserved {
+		mark := first + uint64(n) - 1 + seqBlock
+		var bt batchBuf
+		bt.Set(key1(kCounter, c.eid), encodeUint(mark))
+		if err := b.commit(&bt.Batch); err != nil {
+			return 0, err
+		}
+		c.reserved = mark
+	}
+	c.next += uint64(n)
+	return first, nil
+}
+
+// dedupeWindow remembers message ids sent within the duplicate-detection
+// window of an entity.
+type dedupeWindow struct {
+	mu   sync.Mutex
+	seen map[string]int64 // message id → enqueued unix nanoseconds
+	fifo []dedupeEntry
+	head int
+}
+
+type dedupeEntry struct {
+	id string
+	at int64
+}
+
+// expire forgets ids older than cutoff and returns them.
+func (d *dedupeWindow) expire(cutoff int64, max int) []string {
+	var out []string
+	for d.head < len(d.fifo) && len(out) < max {
+		e := d.fifo[d.head]
+		if e.at > cutoff {
+			break
+		}
+		if at, ok := d.seen[e.id]; ok && at == e.at {
+			delete(d.seen, e.id)
+			out = append(out, e.id)
+		}
+		d.fifo[d.head] = dedupeEntry{}
+		d.head++
+	}
+	if d.head > 1024 && d.head*2 > len(d.fifo) {
+		d.fifo = append([]dedupeEntry(nil), d.fifo[d.head:]...)
+		d.head = 0
+	}
+	return out
+}
+
+func (d *dedupeWindow) add(id string, at int64) {
+	d.seen[id] = at
+	d.fifo = append(d.fifo, dedupeEntry{id, at})
+}

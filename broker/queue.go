@@ -1,0 +1,316 @@
+package broker
+
+import (
+	"sync"
+)
+
+// qstate holds the messages of one queue or subscription (its main,
+// dead-letter and transfer dead-letter subqueues). mu guards every field.
+type qstate struct {
+	mu  sync.Mutex
+	ent *entity
+	b   *Broker
+
+	msgs     map[uint64]*msgIdx
+	avail    [3]seqHeap // available non-session messages per subqueue
+	sessions map[string]*session
+	ready    []*session // sessions with available messages and no lock, FIFO
+	locks    map[LockToken]*msgIdx
+
+	lockHead, lockTail *msgIdx // non-session locks, by lockedUntil
+	lockDL             deadline
+	sessHead, sessTail *session // session locks, by lockedUntil
+	sessDL             deadline
+
+	consumers [3][]*Consumer // non-session consumers per subqueue
+	rr        [3]int
+	waiters   []*acceptWaiter // accept-next-session requests, oldest first
+
+	n        [3][3]int64 // message counts by subqueue and state
+	size     int64       // bytes of all messages
+	reserved int64       // bytes of sends not yet committed
+	peak     int         // largest len(msgs) since msgs was last rebuilt
+}
+
+func newQState(b *Broker, e *entity) *qstate {
+	q := &qstate{ent: e, b: b, msgs: map[uint64]*msgIdx{}, sessions: map[string]*session{}, locks: map[LockToken]*msgIdx{}}
+	q.lockDL = deadline{index: -1, kind: dlLocks, q: q}
+	q.sessDL = deadline{index: -1, kind: dlSessLocks, q: q}
+	return q
+}
+
+func (q *qstate) sessionful() bool { return q.ent.props().RequiresSession }
+
+// session returns (creating if asked) the session id.
+func (q *qstate) session(id string, create bool) *session {
+	s := q.sessions[id]
+	if s == nil && create {
+		s = &session{id: id}
+		q.sessions[id] = s
+	}
+	return s
+}
+
+// gcSession forgets a session with nothing left in it.
+func (q *qstate) gcSession(s *session) {
+	if s.count == 0 && !s.hasState && s.owner == nil && len(s.avail) == 0 {
+		delete(q.sessions, s.id)
+	}
+}
+
+// insert adds a committed message to the index and routes it.
+func (q *qstate) insert(m *msgIdx) {
+	m.hidx = -1
+	q.msgs[m.seq] = m
+	q.peak = max(q.peak, len(q.msgs))
+	q.n[m.sub][m.state]++
+	q.size += m.size
+	if m.sub == SubqueueMain && m.sess != nil {
+		m.sess.count++
+	}
+	q.route(m)
+}
+
+// route puts a message where its state says: available, or waiting on a
+// deadline (scheduled), or nowhere (deferred).
+func (q *qstate) route(m *msgIdx) {
+	switch {
+	case m.state == StateScheduled:
+		q.setDeadline(m, m.scheduled)
+	case m.state == StateDeferred:
+	default:
+		if m.sub == SubqueueMain && m.expires != 0 {
+			q.setDeadline(m, m.expires)
+		}
+		q.makeAvailable(m)
+	}
+}
+
+func (q *qstate) setDeadline(m *msgIdx, when int64) {
+	if m.dl == nil {
+		m.dl = &deadline{index: -1, kind: dlMessage, q: q, m: m}
+	}
+	q.b.wheel.set(m.dl, when)
+}
+
+func (q *qstate) clearDeadline(m *msgIdx) {
+	if m.dl != nil {
+		q.b.wheel.remove(m.dl)
+		m.dl = nil
+	}
+}
+
+func (q *qstate) makeAvailable(m *msgIdx) {
+	if m.sub == SubqueueMain && m.sess != nil {
+		m.sess.avail.push(m)
+		q.maybeReady(m.sess)
+		return
+	}
+	q.avail[m.sub].push(m)
+}
+
+func (q *qstate) unavailable(m *msgIdx) {
+	if m.hidx < 0 {
+		return
+	}
+	if m.sub == SubqueueMain && m.sess != nil {
+		m.sess.avail.remove(m)
+	} else {
+		q.avail[m.sub].remove(m)
+	}
+}
+
+// remove deletes a message from the index.
+func (q *qstate) remove(m *msgIdx) {
+	if q.msgs[m.seq] != m {
+		return
+	}
+	q.unavailable(m)
+	q.unlock(m)
+	q.clearDeadline(m)
+	delete(q.msgs, m.seq)
+	q.n[m.sub][m.state]--
+	q.size -= m.size
+	if q.peak > 4096 && len(q.msgs) < q.peak/8 {
+		// Go maps do not shrink: after a large backlog drains, rebuild.
+		msgs := make(map[uint64]*msgIdx, len(q.msgs))
+		for k, v := range q.msgs {
+			msgs[k] = v
+		}
+		q.msgs, q.peak = msgs, len(msgs)
+	}
+	if s := m.sess; s != nil && m.sub == SubqueueMain {
+		s.count--
+		q.gcSession(s)
+	}
+}
+
+// setPlace changes a message's subqueue and state, keeping counts right.
+func (q *qstate) setPlace(m *msgIdx, sub Subqueue, st MessageState) {
+	q.n[m.sub][m.state]--
+	if m.sess != nil && m.sub == SubqueueMain && sub != SubqueueMain {
+		m.sess.count--
+		s := m.sess
+		m.sess = nil
+		q.gcSession(s)
+	}
+	m.sub, m.state = sub, st
+	q.n[sub][st]++
+}
+
+// lock locks m for c until `until`.
+func (q *qstate) lock(m *msgIdx, c *Consumer, until int64) {
+	q.unavailable(m)
+	m.token = q.b.newToken()
+	m.lockedUntil = until
+	m.owner = c
+	q.locks[m.token] = m
+	if c != nil && c.sess != nil {
+		c.linkLocked(m)
+		return
+	}
+	q.linkLock(m)
+}
+
+// unlock drops m's lock (if any) without making it available.
+func (q *qstate) unlock(m *msgIdx) {
+	if m.lockedUntil == 0 {
+		return
+	}
+	delete(q.locks, m.token)
+	if m.owner != nil && m.owner.sess != nil {
+		m.owner.unlinkLocked(m)
+	} else {
+		q.unlinkLock(m)
+	}
+	m.lockedUntil = 0
+	m.owner = nil
+	m.token = LockToken{}
+}
+
+// linkLock inserts m into the lock list, kept sorted by lockedUntil
+// (normally an append), and arms the list's deadline.
+func (q *qstate) linkLock(m *msgIdx) {
+	at := q.lockTail
+	for at != nil && at.lockedUntil > m.lockedUntil {
+		at = at.lprev
+	}
+	m.lprev = at
+	if at == nil {
+		m.lnext = q.lockHead
+		q.lockHead = m
+	} else {
+		m.lnext = at.lnext
+		at.lnext = m
+	}
+	if m.lnext == nil {
+		q.lockTail = m
+	} else {
+		m.lnext.lprev = m
+	}
+	if q.lockHead == m {
+		q.b.wheel.set(&q.lockDL, m.lockedUntil)
+	}
+}
+
+func (q *qstate) unlinkLock(m *msgIdx) {
+	if m.lprev == nil {
+		if q.lockHead != m {
+			return
+		}
+		q.lockHead = m.lnext
+	} else {
+		m.lprev.lnext = m.lnext
+	}
+	if m.lnext == nil {
+		q.lockTail = m.lprev
+	} else {
+		m.lnext.lprev = m.lprev
+	}
+	m.lprev, m.lnext = nil, nil
+	// The list deadline is left armed: when it fires early it re-arms for
+	// the new head (cheaper than moving it on every settlement).
+}
+
+// maybeReady queues a session for accept-next when it has available
+// messages and no lock, handing it to a waiting acceptor if there is one.
+func (q *qstate) maybeReady(s *session) {
+	if s.owner != nil || len(s.avail) == 0 || s.inReady {
+		return
+	}
+	if q.handToWaiter(s) {
+		return
+	}
+	s.inReady = true
+	q.ready = append(q.ready, s)
+}
+
+// nextReady pops the next lockable session with available messages.
+func (q *qstate) nextReady() *session {
+	for len(q.ready) > 0 {
+		s := q.ready[0]
+		q.ready[0] = nil
+		q.ready = q.ready[1:]
+		s.inReady = false
+		if s.owner == nil && len(s.avail) > 0 && q.sessions[s.id] == s {
+			return s
+		}
+	}
+	return nil
+}
+
+// linkSessionLock inserts s into the session-lock list.
+func (q *qstate) linkSessionLock(s *session) {
+	at := q.sessTail
+	for at != nil && at.lockedUntil > s.lockedUntil {
+		at = at.lprev
+	}
+	s.lprev = at
+	if at == nil {
+		s.lnext = q.sessHead
+		q.sessHead = s
+	} else {
+		s.lnext = at.lnext
+		at.lnext = s
+	}
+	if s.lnext == nil {
+		q.sessTail = s
+	} else {
+		s.lnext.lprev = s
+	}
+	if q.sessHead == s {
+		q.b.wheel.set(&q.sessDL, s.lockedUntil)
+	}
+}
+
+func (q *qstate) unlinkSessionLock(s *session) {
+	if s.lprev == nil {
+		if q.sessHead != s {
+			return
+		}
+		q.sessHead = s.lnext
+	} else {
+		s.lprev.lnext = s.lnext
+	}
+	if s.lnext == nil {
+		q.sessTail = s.lprev
+	} else {
+		s.lnext.lprev = s.lprev
+	}
+	s.lprev, s.lnext = nil, nil
+}
+
+// counts returns the runtime counts.
+func (q *qstate) counts(ri *RuntimeInfo) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ri.ActiveMessageCount += q.n[SubqueueMain][StateActive]
+	ri.DeferredMessageCount += q.n[SubqueueMain][StateDeferred]
+	ri.ScheduledMessageCount += q.n[SubqueueMain][StateScheduled]
+	for st := range 3 {
+		ri.DeadLetterMessageCount += q.n[SubqueueDeadLetter][st]
+		ri.TransferDeadLetterMessageCount += q.n[SubqueueTransferDeadLetter][st]
+	}
+	ri.TotalMessageCount += int64(len(q.msgs))
+	ri.SizeInBytes += q.size
+}

@@ -1,0 +1,212 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestQueueDefaultsAsServiceBus(t *testing.T) {
+	e := newEnv(t)
+	e.queue("orders", QueueProperties{})
+	qi, err := e.b.GetQueue(e.ctx, "ORDERS")
+	e.must(err)
+	p := qi.Properties
+	if p.LockDuration != time.Minute || p.MaxDeliveryCount != 10 || p.DefaultMessageTimeToLive != InfiniteTTL ||
+		p.DuplicateDetectionHistoryTimeWindow != 10*time.Minute || p.MaxMessageSizeInKilobytes != 1024 ||
+		p.MaxSizeInMegabytes != 1024 || p.Status != StatusActive || p.AutoDeleteOnIdle != InfiniteTTL {
+		t.Fatalf("defaults = %+v", p)
+	}
+	if qi.Name != "orders" || !qi.Runtime.CreatedAt.Equal(t0) {
+		t.Fatalf("info = %+v", qi)
+	}
+}
+
+func TestEntityNamesAreCaseInsensitiveAndValidated(t *testing.T) {
+	e := newEnv(t)
+	e.queue("site1/MyQueue", QueueProperties{})
+	wantErr(t, e.b.CreateQueue(e.ctx, "SITE1/myqueue", QueueProperties{}), ErrAlreadyExists)
+	wantErr(t, e.b.CreateTopic(e.ctx, "site1/myQUEUE", TopicProperties{}), ErrAlreadyExists)
+	e.send("site1/myqueue", msg("a"))
+	wantBodies(t, e.receive("SITE1/MYQUEUE", ReceiveAndDelete, 5), "a")
+	qi, _ := e.b.GetQueue(e.ctx, "site1/myqueue")
+	if qi.Name != "site1/MyQueue" {
+		t.Fatalf("stored name %q, want the case given", qi.Name)
+	}
+	for _, bad := range []string{"", "/a", "a/", ".a", "a.", "a//b", "a b", "a$b", "a/subscriptions/b", strings.Repeat("x", 261)} {
+		wantErr(t, e.b.CreateQueue(e.ctx, bad, QueueProperties{}), ErrInvalidArgument)
+	}
+	e.must(e.b.CreateQueue(e.ctx, strings.Repeat("x", 260), QueueProperties{}))
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	wantErr(t, e.b.CreateSubscription(e.ctx, "t", strings.Repeat("s", 51), SubscriptionProperties{}), ErrInvalidArgument)
+	wantErr(t, e.b.CreateSubscription(e.ctx, "t", "a/b", SubscriptionProperties{}), ErrInvalidArgument)
+	wantErr(t, e.b.CreateSubscription(e.ctx, "nope", "s", SubscriptionProperties{}), ErrNotFound)
+}
+
+func TestPropertyValidationIsTyped(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []QueueProperties{
+		{LockDuration: time.Second},
+		{LockDuration: 6 * time.Minute},
+		{DuplicateDetectionHistoryTimeWindow: time.Second},
+		{DuplicateDetectionHistoryTimeWindow: 8 * 24 * time.Hour},
+		{MaxDeliveryCount: -1},
+		{Status: "Paused"},
+		{AutoDeleteOnIdle: time.Minute},
+		{MaxMessageSizeInKilobytes: 2048},
+		{RequiresSession: true, ForwardTo: "x"},
+	} {
+		wantErr(t, e.b.CreateQueue(e.ctx, "q", p), ErrInvalidArgument)
+	}
+	wantErr(t, e.b.CreateQueue(e.ctx, "q", QueueProperties{ForwardTo: "missing"}), ErrNotFound)
+}
+
+func TestUpdateListDelete(t *testing.T) {
+	e := newEnv(t)
+	e.queue("b", QueueProperties{})
+	e.queue("a", QueueProperties{})
+	e.must(e.b.CreateTopic(e.ctx, "c", TopicProperties{}))
+	e.clk.Advance(time.Hour)
+	e.must(e.b.UpdateQueue(e.ctx, "A", QueueProperties{MaxDeliveryCount: 3, UserMetadata: "m"}))
+	wantErr(t, e.b.UpdateQueue(e.ctx, "a", QueueProperties{RequiresSession: true}), ErrInvalidArgument)
+	wantErr(t, e.b.UpdateQueue(e.ctx, "c", QueueProperties{}), ErrNotFound)
+	qs, err := e.b.ListQueues(e.ctx, 0, 0)
+	e.must(err)
+	if len(qs) != 2 || qs[0].Name != "a" || qs[1].Name != "b" {
+		t.Fatalf("list = %v", qs)
+	}
+	if qs[0].Properties.MaxDeliveryCount != 3 || qs[0].Properties.UserMetadata != "m" || !qs[0].Runtime.UpdatedAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("updated = %+v", qs[0])
+	}
+	qs, _ = e.b.ListQueues(e.ctx, 1, 1)
+	if len(qs) != 1 || qs[0].Name != "b" {
+		t.Fatalf("page = %v", qs)
+	}
+	e.send("a", msg("x"))
+	e.must(e.b.DeleteQueue(e.ctx, "a"))
+	wantErr(t, e.b.Send(e.ctx, "a", []*Message{msg("y")}), ErrNotFound)
+	e.queue("a", QueueProperties{})
+	if n := e.info("a").TotalMessageCount; n != 0 {
+		t.Fatalf("recreated queue has %d messages", n)
+	}
+	e.restart()
+	if n := e.info("a").TotalMessageCount; n != 0 {
+		t.Fatalf("after restart recreated queue has %d messages", n)
+	}
+	ts, _ := e.b.ListTopics(e.ctx, 0, 0)
+	if len(ts) != 1 || ts[0].Name != "c" {
+		t.Fatalf("topics = %v", ts)
+	}
+}
+
+func TestSendAssignsSequenceNumbersAndIDs(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), &Message{Body: []byte("b"), MessageID: "mine"})
+	e.clk.Advance(time.Second)
+	e.send("q", msg("c"))
+	got := e.receive("q", ReceiveAndDelete, 10)
+	wantBodies(t, got, "a", "b", "c")
+	for i, m := range got {
+		if m.SequenceNumber != int64(i+1) {
+			t.Fatalf("message %d has sequence number %d", i, m.SequenceNumber)
+		}
+	}
+	if got[0].MessageID == "" || len(got[0].MessageID) != 36 || got[1].MessageID != "mine" {
+		t.Fatalf("ids %q %q", got[0].MessageID, got[1].MessageID)
+	}
+	if !got[0].EnqueuedTime.Equal(t0) || !got[2].EnqueuedTime.Equal(t0.Add(time.Second)) {
+		t.Fatalf("enqueued times %v %v", got[0].EnqueuedTime, got[2].EnqueuedTime)
+	}
+}
+
+func TestSendValidation(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{MaxMessageSizeInKilobytes: 1})
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{{Body: make([]byte, 1025)}}), ErrMessageSizeExceeded)
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{{MessageID: strings.Repeat("i", 129)}}), ErrInvalidArgument)
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{{SessionID: "a", PartitionKey: "b"}}), ErrInvalidArgument)
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{{Properties: map[string]any{"x": struct{}{}}}}), ErrInvalidArgument)
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{nil}), ErrInvalidArgument)
+	wantErr(t, e.b.Send(e.ctx, "q/$DeadLetterQueue", []*Message{msg("x")}), ErrInvalidArgument)
+	// An atomic batch: one bad message, nothing is sent.
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{msg("ok"), {Body: make([]byte, 2000)}}), ErrMessageSizeExceeded)
+	if n := e.info("q").TotalMessageCount; n != 0 {
+		t.Fatalf("%d messages after a refused batch", n)
+	}
+}
+
+func TestEntityStatus(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{Status: StatusSendDisabled})
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{msg("x")}), ErrEntityDisabled)
+	e.must(e.b.UpdateQueue(e.ctx, "q", QueueProperties{Status: StatusReceiveDisabled}))
+	e.send("q", msg("x"))
+	_, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrEntityDisabled)
+	e.must(e.b.UpdateQueue(e.ctx, "q", QueueProperties{}))
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 1), "x")
+}
+
+func TestQuotaExceeded(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{MaxSizeInMegabytes: 1})
+	big := make([]byte, 600<<10)
+	e.send("q", &Message{Body: big})
+	wantErr(t, e.b.Send(e.ctx, "q", []*Message{{Body: big}}), ErrQuotaExceeded)
+	e.receive("q", ReceiveAndDelete, 1)
+	e.send("q", &Message{Body: big})
+	if ri := e.info("q"); ri.SizeInBytes != int64(len(big)) || ri.ActiveMessageCount != 1 {
+		t.Fatalf("runtime = %+v", ri)
+	}
+}
+
+func TestReceiveAndDeleteIsDurableBeforeDelivery(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	got := e.receive("q", ReceiveAndDelete, 1)
+	wantBodies(t, got, "a")
+	if got[0].LockToken != (LockToken{}) {
+		t.Fatal("receive-and-delete message has a lock token")
+	}
+	e.restart()
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 5), "b")
+}
+
+func TestCreditBoundsDeliveriesAndDrainReportsTheRest(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	c, s := e.consumer("q", PeekLock)
+	c.AddCredit(2)
+	e.send("q", msg("1"), msg("2"), msg("3"))
+	wantBodies(t, s.take(), "1", "2")
+	if c.Credit() != 0 {
+		t.Fatalf("credit = %d", c.Credit())
+	}
+	c.AddCredit(5)
+	wantBodies(t, s.take(), "3")
+	if left := c.Drain(); left != 4 {
+		t.Fatalf("drain dropped %d credits, want 4", left)
+	}
+	e.send("q", msg("4"))
+	if got := s.take(); len(got) != 0 {
+		t.Fatalf("delivered %q without credit", bodies(got))
+	}
+}
+
+func TestCompetingConsumersShareTheQueue(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	c1, s1 := e.consumer("q", PeekLock)
+	c2, s2 := e.consumer("q", PeekLock)
+	c1.AddCredit(10)
+	c2.AddCredit(10)
+	for i := range 10 {
+		e.send("q", msg(string(rune('a'+i))))
+	}
+	g1, g2 := s1.take(), s2.take()
+	if len(g1)+len(g2) != 10 || len(g1) == 0 || len(g2) == 0 {
+		t.Fatalf("split %d / %d", len(g1), len(g2))
+	}
+}

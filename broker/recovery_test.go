@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Recovery: close and reopen the store; everything acknowledged is back,
+// locks are not.
+
+func TestRecoveryRestoresEverythingAcknowledged(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{LockDuration: 30 * time.Second, MaxDeliveryCount: 5, UserMetadata: "meta"})
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "sql", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "n > 1"}, Action: "SET seen = 1"}})
+
+	e.send("q", msg("active"), msg("locked"), msg("deferred"), msg("dead"), msg("abandoned"))
+	got := e.receive("q", PeekLock, 5)
+	e.must(e.b.Defer(e.ctx, "q", nil, got[2].LockToken))
+	e.must(e.b.DeadLetter(e.ctx, "q", "why", "because", nil, got[3].LockToken))
+	e.must(e.b.Abandon(e.ctx, "q", nil, got[4].LockToken))
+	e.must(e.b.Complete(e.ctx, "q", got[0].LockToken))
+	e.send("q", msg("after"))
+	_, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Hour), []*Message{msg("scheduled")})
+	e.must(err)
+	e.send("s", sessMsg("a", "s1"), sessMsg("b", "s2"))
+	e.send("t", &Message{Body: []byte("t1"), Properties: map[string]any{"n": int64(2)}}, &Message{Body: []byte("t0"), Properties: map[string]any{"n": int64(0)}})
+	before := e.info("q")
+	lastSeq := mustPeek(e, "q")
+
+	e.restart()
+
+	qi, err := e.b.GetQueue(e.ctx, "Q")
+	e.must(err)
+	if qi.Properties.LockDuration != 30*time.Second || qi.Properties.MaxDeliveryCount != 5 || qi.Properties.UserMetadata != "meta" {
+		t.Fatalf("properties %+v", qi.Properties)
+	}
+	after := qi.Runtime
+	if after.ActiveMessageCount != before.ActiveMessageCount || after.DeferredMessageCount != 1 ||
+		after.ScheduledMessageCount != 1 || after.DeadLetterMessageCount != 1 || after.SizeInBytes != before.SizeInBytes {
+		t.Fatalf("runtime before %+v after %+v", before, after)
+	}
+	// The message locked at the restart is available again, its count kept.
+	r := e.receive("q", PeekLock, 10)
+	wantBodies(t, r, "locked", "abandoned", "after")
+	if r[0].DeliveryCount != 0 || r[1].DeliveryCount != 1 {
+		t.Fatalf("delivery counts %d %d", r[0].DeliveryCount, r[1].DeliveryCount)
+	}
+	dl := e.receive("q/$DeadLetterQueue", ReceiveAndDelete, 5)
+	if len(dl) != 1 || dl[0].Properties[PropDeadLetterReason] != "why" {
+		t.Fatalf("dead letters %+v", dl)
+	}
+	// Sequence numbers are never reused.
+	e.send("q", msg("new"))
+	p := mustPeek(e, "q")
+	if p[len(p)-1].SequenceNumber <= lastSeq[len(lastSeq)-1].SequenceNumber {
+		t.Fatalf("new sequence number %d reuses ≤ %d", p[len(p)-1].SequenceNumber, lastSeq[len(lastSeq)-1].SequenceNumber)
+	}
+	// Sessions, subscriptions and rules are back.
+	c, s := e.accept("s", "b")
+	c.AddCredit(5)
+	wantBodies(t, s.take(), "s2")
+	ids, _ := e.b.ListSessions(e.ctx, "s", time.Time{}, 0, 0)
+	if fmt.Sprint(ids) != "[a b]" {
+		t.Fatalf("sessions %v", ids)
+	}
+	e.send("t", &Message{Body: []byte("t2"), Properties: map[string]any{"n": int64(5)}})
+	ts := e.receive("t/Subscriptions/sql", ReceiveAndDelete, 5)
+	wantBodies(t, ts, "t1", "t2")
+	if ts[1].Properties["seen"] != int64(1) {
+		t.Fatalf("action after restart: %v", ts[1].Properties)
+	}
+}
+
+func TestSequenceNumbersNeverReusedAfterDrainAndRestart(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	e.receive("q", ReceiveAndDelete, 5)
+	e.restart()
+	e.send("q", msg("c"))
+	if got := e.receive("q", ReceiveAndDelete, 5); got[0].SequenceNumber <= 2 {
+		t.Fatalf("sequence number %d reused", got[0].SequenceNumber)
+	}
+}
+
+func TestAutoDeleteOnIdle(t *testing.T) {
+	e := newEnv(t)
+	e.queue("idle", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute})
+	e.queue("busy", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute})
+	e.clk.Advance(4 * time.Minute)
+	e.send("busy", msg("x"))
+	e.clk.Advance(time.Minute)
+	_, err := e.b.GetQueue(e.ctx, "idle")
+	wantErr(t, err, ErrNotFound)
+	_, err = e.b.GetQueue(e.ctx, "busy")
+	e.must(err)
+	e.clk.Advance(4 * time.Minute)
+	_, err = e.b.GetQueue(e.ctx, "busy")
+	wantErr(t, err, ErrNotFound)
+	e.restart()
+	if qs, _ := e.b.ListQueues(e.ctx, 0, 0); len(qs) != 0 {
+		t.Fatalf("queues after restart %v", qs)
+	}
+}
+
+func TestOpenValidatesOptions(t *testing.T) {
+	e := newEnv(t)
+	_, err := Open(e.ctx, e.st, Options{MaxMessageSizeInKilobytes: 200 * 1024})
+	wantErr(t, err, ErrInvalidArgument)
+	_, err = Open(e.ctx, nil, Options{})
+	wantErr(t, err, ErrInvalidArgument)
+	e.b.Close()
+	_, err = e.b.GetQueue(e.ctx, "x")
+	wantErr(t, err, ErrClosed)
+}

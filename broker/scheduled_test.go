@@ -1,0 +1,171 @@
+package broker
+
+import (
+	"testing"
+	"time"
+)
+
+// Scheduled messages and deferral, after message-sequencing.md and
+// message-deferral.md.
+
+func TestScheduledMessageAppearsAtItsTimeWithANewSequenceNumber(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Hour), []*Message{msg("later")})
+	e.must(err)
+	e.send("q", &Message{Body: []byte("also later"), ScheduledEnqueueTime: t0.Add(2 * time.Hour)})
+	e.send("q", msg("now"))
+	if ri := e.info("q"); ri.ScheduledMessageCount != 2 || ri.ActiveMessageCount != 1 {
+		t.Fatalf("runtime %+v", ri)
+	}
+	c, s := e.consumer("q", ReceiveAndDelete)
+	c.AddCredit(10)
+	wantBodies(t, s.take(), "now")
+	peek, err := e.b.Peek(e.ctx, "q", 0, 10)
+	e.must(err)
+	wantBodies(t, peek, "later", "also later")
+	if peek[0].State != StateScheduled || peek[0].SequenceNumber != seqs[0] || !peek[0].ScheduledEnqueueTime.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("peeked scheduled %+v", peek[0])
+	}
+	e.clk.Advance(time.Hour - time.Millisecond)
+	if got := s.take(); len(got) != 0 {
+		t.Fatal("delivered before its time")
+	}
+	e.clk.Advance(time.Millisecond)
+	got := s.take()
+	wantBodies(t, got, "later")
+	if got[0].SequenceNumber <= 3 || !got[0].EnqueuedTime.Equal(t0.Add(time.Hour)) || got[0].State != StateActive {
+		t.Fatalf("activated: seq %d enqueued %v state %v", got[0].SequenceNumber, got[0].EnqueuedTime, got[0].State)
+	}
+}
+
+func TestCancelScheduled(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Minute), []*Message{msg("a"), msg("b")})
+	e.must(err)
+	e.must(e.b.CancelScheduled(e.ctx, "q", seqs[:1]))
+	wantErr(t, e.b.CancelScheduled(e.ctx, "q", seqs[:1]), ErrMessageNotFound)
+	e.clk.Advance(time.Minute)
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "b")
+	wantErr(t, e.b.CancelScheduled(e.ctx, "q", seqs[1:]), ErrMessageNotFound)
+}
+
+func TestScheduledSurvivesRestart(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	_, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Minute), []*Message{msg("a")})
+	e.must(err)
+	e.restart()
+	if got := e.receive("q", ReceiveAndDelete, 10); len(got) != 0 {
+		t.Fatal("scheduled message active after restart")
+	}
+	e.clk.Advance(time.Minute)
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "a")
+}
+
+func TestDeferAndReceiveDeferred(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	got := e.receive("q", PeekLock, 1)
+	e.must(e.b.Defer(e.ctx, "q", map[string]any{"why": "later"}, got[0].LockToken))
+	wantBodies(t, e.receive("q", PeekLock, 5), "b")
+	if ri := e.info("q"); ri.DeferredMessageCount != 1 {
+		t.Fatalf("runtime %+v", ri)
+	}
+	peek, _ := e.b.Peek(e.ctx, "q", 0, 5)
+	if len(peek) != 2 || peek[0].State != StateDeferred {
+		t.Fatalf("peek %v", peek)
+	}
+	seq := got[0].SequenceNumber
+	_, err := e.b.ReceiveDeferred(e.ctx, "q", []int64{seq, 999}, PeekLock)
+	wantErr(t, err, ErrMessageNotFound)
+	d, err := e.b.ReceiveDeferred(e.ctx, "q", []int64{seq}, PeekLock)
+	e.must(err)
+	if d[0].State != StateDeferred || d[0].Properties["why"] != "later" || d[0].LockToken == (LockToken{}) {
+		t.Fatalf("deferred %+v", d[0])
+	}
+	// Abandon keeps it deferred, counting a delivery.
+	e.must(e.b.Abandon(e.ctx, "q", nil, d[0].LockToken))
+	peek, _ = e.b.Peek(e.ctx, "q", seq, 1)
+	if peek[0].State != StateDeferred || peek[0].DeliveryCount != 1 {
+		t.Fatalf("after abandon %+v", peek[0])
+	}
+	d, err = e.b.ReceiveDeferred(e.ctx, "q", []int64{seq}, ReceiveAndDelete)
+	e.must(err)
+	wantBodies(t, d, "a")
+	_, err = e.b.ReceiveDeferred(e.ctx, "q", []int64{seq}, PeekLock)
+	wantErr(t, err, ErrMessageNotFound)
+}
+
+func TestPeekPagesFromASequenceNumber(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	for _, b := range []string{"1", "2", "3", "4", "5"} {
+		e.send("q", msg(b))
+	}
+	p1, _ := e.b.Peek(e.ctx, "q", 0, 2)
+	wantBodies(t, p1, "1", "2")
+	p2, _ := e.b.Peek(e.ctx, "q", p1[1].SequenceNumber+1, 2)
+	wantBodies(t, p2, "3", "4")
+	e.receive("q", ReceiveAndDelete, 3)
+	p3, _ := e.b.Peek(e.ctx, "q", 2, 10)
+	wantBodies(t, p3, "4", "5")
+	if p3[0].LockToken != (LockToken{}) {
+		t.Fatal("peeked message has a lock token")
+	}
+	_, err := e.b.Peek(e.ctx, "q", 0, 0)
+	wantErr(t, err, ErrInvalidArgument)
+}
+
+func TestDeleteMessagesAndPurge(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("1"), msg("2"))
+	e.clk.Advance(time.Minute)
+	e.send("q", msg("3"), msg("4"))
+	n, err := e.b.DeleteMessages(e.ctx, "q", 10, t0.Add(time.Second))
+	e.must(err)
+	if n != 2 {
+		t.Fatalf("deleted %d, want 2", n)
+	}
+	n, _ = e.b.DeleteMessages(e.ctx, "q", 1, time.Time{})
+	if n != 1 {
+		t.Fatalf("deleted %d, want 1", n)
+	}
+	wantBodies(t, mustPeek(e, "q"), "4")
+	n, _ = e.b.Purge(e.ctx, "q", time.Time{})
+	if n != 1 || e.info("q").TotalMessageCount != 0 {
+		t.Fatalf("purged %d", n)
+	}
+}
+
+func mustPeek(e *env, path string) []*Message {
+	e.t.Helper()
+	ms, err := e.b.Peek(e.ctx, path, 0, 100)
+	e.must(err)
+	return ms
+}
+
+// Far-off times from clients (.NET DateTime.MaxValue) keep their value and
+// order instead of overflowing.
+func TestFarFutureTimes(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	forever := time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC)
+	_, err := e.b.Schedule(e.ctx, "q", forever, []*Message{{Body: []byte("never"), Properties: map[string]any{"max": forever}}})
+	e.must(err)
+	e.clk.Advance(100 * 365 * 24 * time.Hour)
+	p := mustPeek(e, "q")
+	if len(p) != 1 || p[0].State != StateScheduled || !p[0].ScheduledEnqueueTime.Equal(forever) {
+		t.Fatalf("peek %+v", p)
+	}
+	if got := p[0].Properties["max"]; got != forever {
+		t.Fatalf("time property %v, want %v", got, forever)
+	}
+	e.restart()
+	if p := mustPeek(e, "q"); len(p) != 1 || p[0].Properties["max"] != forever {
+		t.Fatalf("after restart %+v", p)
+	}
+}

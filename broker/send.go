@@ -1,0 +1,510 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// txn collects the store operations and in-memory placements of one
+// acknowledged operation: committed together, published after the commit.
+type txn struct {
+	b      *Broker
+	bt     batchBuf
+	now    time.Time
+	places []*placement
+	dedupe []dedupeUndo
+}
+
+// placement is a message written by a txn, inserted into its queue's index
+// once the txn is committed.
+type placement struct {
+	q       *qstate
+	m       *msgIdx
+	session string
+	msg     *Message
+}
+
+type dedupeUndo struct {
+	dd *dedupeWindow
+	id string
+	at int64
+}
+
+func (b *Broker) newTxn() *txn { return &txn{b: b, now: b.now()} }
+
+// commit writes the txn and publishes its placements, or undoes its
+// reservations.
+func (tx *txn) commit() error {
+	err := tx.b.commit(&tx.bt.Batch)
+	if err != nil {
+		tx.abort()
+		return err
+	}
+	tx.publish()
+	return nil
+}
+
+func (tx *txn) abort() {
+	for _, p := range tx.places {
+		p.q.mu.Lock()
+		p.q.reserved -= p.m.size
+		p.q.mu.Unlock()
+	}
+	for _, u := range tx.dedupe {
+		u.dd.mu.Lock()
+		if at, ok := u.dd.seen[u.id]; ok && at == u.at {
+			delete(u.dd.seen, u.id)
+		}
+		u.dd.mu.Unlock()
+	}
+	tx.places, tx.dedupe = nil, nil
+}
+
+func (tx *txn) publish() {
+	var q *qstate
+	var w *work
+	in := 0
+	flush := func() {
+		if q == nil {
+			return
+		}
+		q.dispatch(w)
+		q.mu.Unlock()
+		tx.b.finish(w)
+		tx.b.obs.MessagesIn(q.ent.path(), in)
+		in = 0
+	}
+	for _, p := range tx.places {
+		if p.q != q {
+			flush()
+			q, w = p.q, &work{q: p.q}
+			q.mu.Lock()
+		}
+		q.reserved -= p.m.size
+		if q.ent.deleted.Load() {
+			continue
+		}
+		if p.m.sub == SubqueueMain && q.sessionful() {
+			p.m.sess = q.session(p.session, true)
+		}
+		q.insert(p.m)
+		tx.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+		if p.m.sub == SubqueueMain {
+			in++
+		}
+	}
+	flush()
+	tx.places = nil
+}
+
+// Send enqueues msgs on a queue or topic as one atomic batch: when it
+// returns nil every message is durable (duplicates detected by MessageID are
+// accepted and dropped, as Service Bus does). Messages with a future
+// ScheduledEnqueueTime are scheduled. The broker keeps msgs' Body and
+// Properties: the caller must not modify them afterwards.
+func (b *Broker) Send(ctx context.Context, path string, msgs []*Message) error {
+	_, err := b.send(ctx, path, msgs)
+	return err
+}
+
+// Schedule enqueues msgs to become active at at, and returns their
+// sequence numbers for CancelScheduled. A topic keeps its scheduled
+// messages and fans them out when they become active (under new sequence
+// numbers), to the subscriptions that exist then.
+func (b *Broker) Schedule(ctx context.Context, path string, at time.Time, msgs []*Message) ([]int64, error) {
+	if at.IsZero() {
+		return nil, errorf(ErrInvalidArgument, "schedule time is zero")
+	}
+	sched := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		if m == nil {
+			return nil, errorf(ErrInvalidArgument, "message %d is nil", i)
+		}
+		c := *m
+		c.ScheduledEnqueueTime = at
+		sched[i] = &c
+	}
+	return b.send(ctx, path, sched)
+}
+
+func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := ParsePath(path)
+	if err != nil {
+		return nil, err
+	}
+	if p.Subscription != "" || p.Subqueue != SubqueueMain {
+		return nil, errorf(ErrInvalidArgument, "cannot send to %q: send to a queue or a topic", path)
+	}
+	e, err := b.lookup(p.Entity)
+	if err != nil {
+		return nil, err
+	}
+	ep := e.props()
+	if !ep.Status.canSend() {
+		return nil, errorf(ErrEntityDisabled, "%s %q is %s", e.kind, e.name, ep.Status)
+	}
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	tx := b.newTxn()
+	e.touch(tx.now)
+	seqs := make([]int64, 0, len(msgs))
+	for i, m := range msgs {
+		if err := b.validateMessage(e, ep, m); err != nil {
+			tx.abort()
+			if len(msgs) > 1 {
+				return nil, fmt.Errorf("message %d of the batch: %w", i, err)
+			}
+			return nil, err
+		}
+		seq, err := tx.enqueueTop(e, m)
+		if err != nil {
+			tx.abort()
+			return nil, err
+		}
+		seqs = append(seqs, int64(seq))
+	}
+	if err := tx.commit(); err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+func (b *Broker) validateMessage(e *entity, ep *props, m *Message) error {
+	if m == nil {
+		return errorf(ErrInvalidArgument, "nil message")
+	}
+	if max := ep.MaxMessageSizeKB * 1024; int64(len(m.Body)) > max {
+		return errorf(ErrMessageSizeExceeded, "message of %d bytes is larger than the %d bytes %q allows", len(m.Body), max, e.name)
+	}
+	if len(m.MessageID) > MaxIDLength {
+		return errorf(ErrInvalidArgument, "MessageID is %d characters, more than %d", len(m.MessageID), MaxIDLength)
+	}
+	if len(m.SessionID) > MaxIDLength {
+		return errorf(ErrInvalidArgument, "SessionID is %d characters, more than %d", len(m.SessionID), MaxIDLength)
+	}
+	if m.PartitionKey != "" && m.SessionID != "" && m.PartitionKey != m.SessionID {
+		return errorf(ErrInvalidArgument, "PartitionKey %q differs from SessionID %q", m.PartitionKey, m.SessionID)
+	}
+	if m.TimeToLive < 0 {
+		return errorf(ErrInvalidArgument, "TimeToLive %v is negative", m.TimeToLive)
+	}
+	if e.kind == kindQueue && ep.RequiresSession && m.SessionID == "" {
+		return errorf(ErrSessionRequired, "queue %q requires sessions: set a SessionID on every message", e.name)
+	}
+	if err := checkValues(m.Properties); err != nil {
+		return errorf(ErrInvalidArgument, "application properties: %v", err)
+	}
+	return nil
+}
+
+// enqueueTop handles a message sent by a client to queue or topic e:
+// message id, duplicate detection, then routing. It returns the sequence
+// number the message got in e (0 for a dropped duplicate).
+func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
+	m := *in
+	m.hops = 0
+	m.PropertiesModified, m.SystemPropertiesModified = false, false
+	m.DeadLetterSource, m.EnqueueSequenceNumber = "", 0
+	if m.MessageID == "" {
+		m.MessageID = tx.b.newToken().String()
+	}
+	ep := e.props()
+	if ep.DupDetection {
+		dup := tx.checkDuplicate(e, ep, m.MessageID)
+		if dup {
+			return 0, nil
+		}
+	}
+	return tx.deliverTo(e, &m, 0)
+}
+
+// checkDuplicate reports whether id was sent to e within the window, and
+// records it otherwise.
+func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
+	d := e.dd
+	now := tx.now.UnixNano()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, old := range d.expire(now-int64(ep.DupWindow), 64) {
+		tx.bt.Delete(keyS(kDedupe, e.id, old))
+	}
+	if at, ok := d.seen[id]; ok && now-at < int64(ep.DupWindow) {
+		return true
+	}
+	d.add(id, now)
+	tx.dedupe = append(tx.dedupe, dedupeUndo{d, id, now})
+	tx.bt.Set(keyS(kDedupe, e.id, id), encodeUint(uint64(now)))
+	return false
+}
+
+// deliverTo routes m into entity e: a topic fans out, a forwarding entity
+// forwards, anything else stores it. It returns the sequence number in e.
+func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
+	scheduled := !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now)
+	if e.kind == kindTopic {
+		if scheduled {
+			return tx.place(e, m, SubqueueMain, 0, "", "")
+		}
+		return tx.fanout(e, m)
+	}
+	ep := e.props()
+	if ep.ForwardTo == "" || scheduled {
+		return tx.place(e, m, SubqueueMain, seq, "", "")
+	}
+	if seq == 0 {
+		s, err := e.seq.take(tx.b, 1)
+		if err != nil {
+			return 0, err
+		}
+		seq = s
+	}
+	if m.hops >= MaxForwardHops {
+		return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonMaxTransferHopCountExceeded,
+			fmt.Sprintf("The message was forwarded %d times, the limit.", MaxForwardHops))
+	}
+	dest, err := tx.b.lookup(ep.ForwardTo)
+	if err == nil && !dest.props().Status.canSend() {
+		err = errorf(ErrEntityDisabled, "%q is %s", dest.name, dest.props().Status)
+	}
+	if err == nil {
+		f := *m
+		f.hops++
+		f.EnqueueSequenceNumber = int64(seq)
+		if _, err = tx.deliverTo(dest, &f, 0); err == nil {
+			return seq, nil
+		}
+	}
+	return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonForwardingFailed,
+		fmt.Sprintf("Forwarding to %q failed: %v", ep.ForwardTo, err))
+}
+
+// fanout copies m to every subscription of topic t whose rules match.
+func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
+	tp := t.props()
+	size := int64(len(m.Body))
+	t.mu.Lock()
+	subs := make([]*entity, 0, len(t.subs))
+	for _, s := range t.subs {
+		subs = append(subs, s)
+	}
+	t.mu.Unlock()
+	t.q.mu.Lock()
+	total := t.q.size + t.q.reserved
+	t.q.mu.Unlock()
+	for _, s := range subs {
+		s.q.mu.Lock()
+		total += s.q.size + s.q.reserved
+		s.q.mu.Unlock()
+	}
+	if len(subs) > 0 && total+size > tp.MaxSizeMB<<20 {
+		return 0, errorf(ErrQuotaExceeded, "topic %q holds %d bytes; its limit is %d MB", t.name, total, tp.MaxSizeMB)
+	}
+	seq, err := t.seq.take(tx.b, 1)
+	if err != nil {
+		return 0, err
+	}
+	m.SequenceNumber = int64(seq)
+	m.EnqueuedTime = tx.now
+	for _, s := range subs {
+		sp := s.props()
+		if sp.Status == StatusDisabled {
+			continue
+		}
+		c, ferr := s.matchRules(m)
+		switch {
+		case ferr != nil:
+			if !sp.DLOnFilterException {
+				continue
+			}
+			if _, err := tx.place(s, m, SubqueueDeadLetter, seq, ReasonFilterEvaluation, ferr.Error()); err != nil {
+				return 0, err
+			}
+		case c == nil:
+		case sp.RequiresSession && c.SessionID == "":
+			if _, err := tx.place(s, c, SubqueueDeadLetter, seq, "SessionIdIsNull", "Session id is null."); err != nil {
+				return 0, err
+			}
+		default:
+			if _, err := tx.deliverTo(s, c, seq); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return seq, nil
+}
+
+// effectiveTTL returns the message's time to live, with the entity's
+// default as a ceiling; InfiniteTTL means none.
+func effectiveTTL(m *Message, p *props) time.Duration {
+	ttl := m.TimeToLive
+	if ttl <= 0 || ttl > p.DefaultTTL {
+		ttl = p.DefaultTTL
+	}
+	return ttl
+}
+
+func expiry(enqueued int64, ttl time.Duration) int64 {
+	if ttl >= InfiniteTTL || enqueued > 1<<62 || int64(ttl) > (1<<63-1)-enqueued {
+		return 0
+	}
+	return enqueued + int64(ttl)
+}
+
+// place stores m in queue/subscription e's subqueue sub (dead-lettered with
+// reason when sub is not main). seq 0 allocates a sequence number.
+func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, desc string) (uint64, error) {
+	q := e.q
+	ep := e.props()
+	limit := ep.MaxSizeMB << 20
+	if e.kind == kindSubscription {
+		limit = e.parent.props().MaxSizeMB << 20
+	}
+	m := *in
+	if reason != "" {
+		setDeadLetterProps(&m, reason, desc)
+	}
+	size := int64(len(m.Body))
+	now := tx.now.UnixNano()
+	if sub == SubqueueMain {
+		if max := ep.MaxMessageSizeKB * 1024; e.kind == kindQueue && size > max {
+			return 0, errorf(ErrMessageSizeExceeded, "message of %d bytes is larger than the %d bytes %q allows", size, max, e.path())
+		}
+		if ep.RequiresSession && m.SessionID == "" {
+			return 0, errorf(ErrSessionRequired, "%q requires sessions: the message has no SessionID", e.path())
+		}
+	}
+	// Only the quota reservation needs the queue's lock; sequence numbers
+	// have their own, and encoding happens outside both.
+	q.mu.Lock()
+	if sub == SubqueueMain && q.size+q.reserved+size > limit {
+		held := q.size + q.reserved
+		q.mu.Unlock()
+		return 0, errorf(ErrQuotaExceeded, "%s %q holds %d bytes; its limit is %d MB", e.kind, e.path(), held, limit>>20)
+	}
+	q.reserved += size
+	q.mu.Unlock()
+	unreserve := func() {
+		q.mu.Lock()
+		q.reserved -= size
+		q.mu.Unlock()
+	}
+	if seq == 0 {
+		s, err := e.seq.take(tx.b, 1)
+		if err != nil {
+			unreserve()
+			return 0, err
+		}
+		seq = s
+	}
+	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: size, sub: sub, hidx: -1}
+	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
+		mi.state = StateScheduled
+		mi.scheduled = satNano(m.ScheduledEnqueueTime)
+		mi.expires = expiry(mi.scheduled, effectiveTTL(&m, ep))
+	} else if sub == SubqueueMain {
+		mi.expires = expiry(now, effectiveTTL(&m, ep))
+	}
+	m.SequenceNumber = int64(seq)
+	m.EnqueuedTime = time.Unix(0, now).UTC()
+	mm := mi.meta()
+	mm.sessionID = m.SessionID
+	rec, err := encodeMessage(&m)
+	if err != nil {
+		unreserve()
+		return 0, errorf(ErrInvalidArgument, "%v", err)
+	}
+	tx.bt.Set(msgKey(e.id, sub, seq), encodeMeta(&mm))
+	tx.bt.Set(key2(kBody, e.id, seq), rec)
+	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m})
+	if reason != "" {
+		tx.b.obs.DeadLettered(e.path(), reason)
+	}
+	return seq, nil
+}
+
+func setDeadLetterProps(m *Message, reason, desc string) {
+	p := make(map[string]any, len(m.Properties)+2)
+	for k, v := range m.Properties {
+		p[k] = v
+	}
+	if reason != "" {
+		p[PropDeadLetterReason] = reason
+	}
+	if desc != "" {
+		p[PropDeadLetterErrorDescription] = desc
+	}
+	m.Properties = p
+	m.PropertiesModified = true
+}
+
+// CancelScheduled cancels scheduled messages of a queue or topic by the
+// sequence numbers Schedule returned. An unknown (or already active)
+// sequence number is ErrMessageNotFound and cancels nothing.
+func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64) error {
+	p, err := ParsePath(path)
+	if err != nil {
+		return err
+	}
+	if p.Subscription != "" || p.Subqueue != SubqueueMain {
+		return errorf(ErrInvalidArgument, "cancel scheduled messages on a queue or topic, not %q", path)
+	}
+	e, err := b.lookup(p.Entity)
+	if err != nil {
+		return err
+	}
+	qs := []*entity{e} // a topic holds its scheduled messages itself
+	var bt batchBuf
+	type hit struct {
+		q *qstate
+		m *msgIdx
+	}
+	var hits []hit
+	found := make(map[int64]bool, len(seqs))
+	for _, s := range qs {
+		q := s.q
+		q.mu.Lock()
+		for _, seq := range seqs {
+			m := q.msgs[uint64(seq)]
+			if m == nil || m.state != StateScheduled || m.sub != SubqueueMain || m.pending {
+				continue
+			}
+			m.pending = true
+			found[seq] = true
+			hits = append(hits, hit{q, m})
+			deleteMessageKeys(&bt, s.id, m)
+		}
+		q.mu.Unlock()
+	}
+	var missing []int64
+	for _, seq := range seqs {
+		if !found[seq] {
+			missing = append(missing, seq)
+		}
+	}
+	if len(missing) > 0 {
+		err = errorf(ErrMessageNotFound, "no scheduled message with sequence number %v in %q", missing, path)
+	} else {
+		err = b.commit(&bt.Batch)
+	}
+	for _, h := range hits {
+		h.q.mu.Lock()
+		h.m.pending = false
+		if err == nil {
+			h.q.remove(h.m)
+			b.cache.drop(cacheKey{h.q.ent.id, h.m.bodyRef})
+		}
+		h.q.mu.Unlock()
+	}
+	return err
+}
+
+// deleteMessageKeys deletes the records of message m of entity eid.
+func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
+	bt.Delete(msgKey(eid, m.sub, m.seq))
+	bt.Delete(key2(kBody, eid, m.bodyRef))
+}

@@ -1,0 +1,336 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Message sessions, following message-sessions.md.
+
+func (e *env) accept(path, id string) (*Consumer, *sink) {
+	e.t.Helper()
+	s := &sink{}
+	c, err := e.b.AcceptSession(e.ctx, path, id, ConsumerOptions{Deliver: s.deliver})
+	e.must(err)
+	return c, s
+}
+
+func sessMsg(session, body string) *Message {
+	return &Message{SessionID: session, Body: []byte(body)}
+}
+
+// "A message without a session id sent to a session-enabled entity is refused."
+func TestSessionEntityRequiresSessionID(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	wantErr(t, e.b.Send(e.ctx, "s", []*Message{msg("x")}), ErrSessionRequired)
+	_, err := e.b.NewConsumer(e.ctx, "s", ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrSessionRequired)
+	e.queue("plain", QueueProperties{})
+	_, err = e.b.AcceptSession(e.ctx, "plain", "a", ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrInvalidArgument)
+}
+
+// "Sessions enable joint and ordered handling of unbounded sequences of
+// related messages": FIFO within a session, only that session's messages.
+func TestAcceptSessionDeliversOnlyItsMessagesInOrder(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.send("s", sessMsg("a", "a1"), sessMsg("b", "b1"), sessMsg("a", "a2"), sessMsg("a", "a3"))
+	c, s := e.accept("s", "a")
+	if c.SessionID() != "a" || !c.LockedUntil().Equal(t0.Add(time.Minute)) {
+		t.Fatalf("session %q locked until %v", c.SessionID(), c.LockedUntil())
+	}
+	c.AddCredit(10)
+	got := s.take()
+	wantBodies(t, got, "a1", "a2", "a3")
+	// Abandon → the same message is served again next (head of line).
+	e.must(e.b.Abandon(e.ctx, "s", nil, got[0].LockToken))
+	again := s.take()
+	wantBodies(t, again, "a1")
+	if again[0].DeliveryCount != 1 {
+		t.Fatalf("delivery count %d", again[0].DeliveryCount)
+	}
+	e.send("s", sessMsg("a", "a4"))
+	wantBodies(t, s.take(), "a4")
+}
+
+// "The session lock is exclusive": a second receiver cannot take it.
+func TestSessionLockIsExclusive(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.send("s", sessMsg("a", "1"))
+	c, _ := e.accept("s", "a")
+	_, err := e.b.AcceptSession(e.ctx, "s", "A-other", ConsumerOptions{Deliver: func(*Message) {}})
+	e.must(err) // another session is fine
+	_, err = e.b.AcceptSession(e.ctx, "s", "a", ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrSessionCannotBeLocked)
+	c.Close()
+	c2, s2 := e.accept("s", "a")
+	c2.AddCredit(1)
+	wantBodies(t, s2.take(), "1")
+}
+
+// "AcceptNextSession takes the next unlocked session with messages",
+// rotating fairly, and times out with nothing available.
+func TestAcceptNextSessionRotatesAndTimesOut(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.send("s", sessMsg("x", "x1"), sessMsg("y", "y1"), sessMsg("z", "z1"))
+	var order []string
+	for range 3 {
+		c, err := e.b.AcceptNextSession(e.ctx, "s", 0, ConsumerOptions{Deliver: func(*Message) {}})
+		e.must(err)
+		order = append(order, c.SessionID())
+	}
+	if fmt.Sprint(order) != "[x y z]" {
+		t.Fatalf("order %v", order)
+	}
+	_, err := e.b.AcceptNextSession(e.ctx, "s", 0, ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrTimeout)
+
+	// Waiting: times out on the broker's clock.
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.b.AcceptNextSession(e.ctx, "s", 5*time.Second, ConsumerOptions{Deliver: func(*Message) {}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return e.clk.Pending() > 0 && e.b.waitersOf("s") == 1 })
+	e.clk.Advance(5 * time.Second)
+	wantErr(t, <-done, ErrTimeout)
+}
+
+func TestAcceptNextSessionWaitsForAMessage(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	type res struct {
+		c   *Consumer
+		err error
+	}
+	done := make(chan res, 1)
+	s := &sink{}
+	go func() {
+		c, err := e.b.AcceptNextSession(e.ctx, "s", time.Minute, ConsumerOptions{Deliver: s.deliver})
+		done <- res{c, err}
+	}()
+	waitFor(t, func() bool { return e.b.waitersOf("s") == 1 })
+	e.send("s", sessMsg("late", "hello"))
+	r := <-done
+	e.must(r.err)
+	if r.c.SessionID() != "late" {
+		t.Fatalf("session %q", r.c.SessionID())
+	}
+	r.c.AddCredit(1)
+	wantBodies(t, s.take(), "hello")
+
+	// A cancelled wait returns the context's error.
+	ctx, cancel := context.WithCancel(e.ctx)
+	go func() {
+		_, err := e.b.AcceptNextSession(ctx, "s", time.Minute, ConsumerOptions{Deliver: func(*Message) {}})
+		done <- res{nil, err}
+	}()
+	waitFor(t, func() bool { return e.b.waitersOf("s") == 1 })
+	cancel()
+	wantErr(t, (<-done).err, context.Canceled)
+}
+
+// "If the session lock expires, the delivery count of locked messages is
+// raised"; "if the session is closed, it is not".
+func TestSessionLockExpiryAndRelease(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true, LockDuration: 10 * time.Second})
+	e.send("s", sessMsg("a", "1"), sessMsg("a", "2"))
+	lost := make(chan error, 1)
+	s := &sink{}
+	c, err := e.b.AcceptSession(e.ctx, "s", "a", ConsumerOptions{Deliver: s.deliver, OnLost: func(err error) { lost <- err }})
+	e.must(err)
+	c.AddCredit(1)
+	m1 := s.take()[0]
+	e.clk.Advance(5 * time.Second)
+	until, err := c.RenewSessionLock()
+	e.must(err)
+	if !until.Equal(t0.Add(15 * time.Second)) {
+		t.Fatalf("renewed until %v", until)
+	}
+	e.clk.Advance(10 * time.Second)
+	wantErr(t, <-lost, ErrSessionLockLost)
+	wantErr(t, e.b.Complete(e.ctx, "s", m1.LockToken), ErrLockLost)
+	c2, s2 := e.accept("s", "a")
+	c2.AddCredit(1)
+	r := s2.take()
+	wantBodies(t, r, "1")
+	if r[0].DeliveryCount != 1 {
+		t.Fatalf("count after session lock expiry %d, want 1", r[0].DeliveryCount)
+	}
+	c2.Close()
+	c3, s3 := e.accept("s", "a")
+	c3.AddCredit(1)
+	if r := s3.take(); r[0].DeliveryCount != 1 {
+		t.Fatalf("count after close %d, want 1 (closing does not count)", r[0].DeliveryCount)
+	}
+	// Settling with a session lock held by someone else fails.
+	c3.Close()
+	wantErr(t, e.b.Complete(e.ctx, "s", r[0].LockToken), ErrLockLost)
+}
+
+// "Session state": durable, cleared by an empty value, limited in size,
+// needs the session lock to set.
+func TestSessionState(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true, MaxMessageSizeInKilobytes: 1})
+	wantErr(t, e.b.SetSessionState(e.ctx, "s", "a", []byte("x")), ErrSessionLockLost)
+	c, _ := e.accept("s", "a")
+	st, err := e.b.GetSessionState(e.ctx, "s", "a")
+	e.must(err)
+	if st != nil {
+		t.Fatalf("fresh state %q", st)
+	}
+	e.must(e.b.SetSessionState(e.ctx, "s", "a", []byte("step-2")))
+	wantErr(t, e.b.SetSessionState(e.ctx, "s", "a", make([]byte, 1025)), ErrMessageSizeExceeded)
+	c.Close()
+	ids, _ := e.b.ListSessions(e.ctx, "s", time.Time{}, 0, 0)
+	if fmt.Sprint(ids) != "[a]" {
+		t.Fatalf("sessions with state %v", ids)
+	}
+	e.restart()
+	st, err = e.b.GetSessionState(e.ctx, "s", "a")
+	e.must(err)
+	if string(st) != "step-2" {
+		t.Fatalf("state after restart %q", st)
+	}
+	c, _ = e.accept("s", "a")
+	e.must(e.b.SetSessionState(e.ctx, "s", "a", []byte{}))
+	st, _ = e.b.GetSessionState(e.ctx, "s", "a")
+	if st != nil {
+		t.Fatalf("cleared state %q, want nil", st)
+	}
+	c.Close()
+	ids, _ = e.b.ListSessions(e.ctx, "s", time.Time{}, 0, 0)
+	if len(ids) != 0 {
+		t.Fatalf("sessions %v after clearing", ids)
+	}
+}
+
+func TestListSessions(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.send("s", sessMsg("c", "1"), sessMsg("a", "1"), sessMsg("b", "1"))
+	ids, err := e.b.ListSessions(e.ctx, "s", time.Time{}, 1, 1)
+	e.must(err)
+	if fmt.Sprint(ids) != "[b]" {
+		t.Fatalf("page %v", ids)
+	}
+	c, _ := e.accept("s", "a")
+	e.clk.Advance(time.Second)
+	e.must(e.b.SetSessionState(e.ctx, "s", "a", []byte("s")))
+	ids, _ = e.b.ListSessions(e.ctx, "s", t0, 0, 0)
+	if fmt.Sprint(ids) != "[a]" {
+		t.Fatalf("updated since %v", ids)
+	}
+	_, err = e.b.RenewSessionLock(e.ctx, "s", "a")
+	e.must(err)
+	c.Close()
+	_, err = e.b.RenewSessionLock(e.ctx, "s", "a")
+	wantErr(t, err, ErrSessionLockLost)
+}
+
+func TestSessionsDoNotCostTimersOrGoroutines(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	var ms []*Message
+	for i := range 5000 {
+		ms = append(ms, sessMsg(fmt.Sprint("s", i), "x"))
+	}
+	e.send("s", ms...)
+	seen := map[string]bool{}
+	lost := 0
+	for range 100 {
+		c, err := e.b.AcceptNextSession(e.ctx, "s", 0, ConsumerOptions{Deliver: func(*Message) {}, OnLost: func(error) { lost++ }})
+		e.must(err)
+		seen[c.SessionID()] = true
+	}
+	if len(seen) != 100 {
+		t.Fatalf("%d distinct sessions accepted, want 100", len(seen))
+	}
+	// One namespace timer; the locks share one deadline per queue.
+	if n := e.clk.Pending(); n != 1 {
+		t.Fatalf("%d clock timers armed, want 1", n)
+	}
+	if n := e.b.wheel.len(); n != 1 {
+		t.Fatalf("%d deadlines armed, want 1 (the session-lock list head)", n)
+	}
+	e.clk.Advance(time.Minute)
+	if lost != 100 {
+		t.Fatalf("%d session locks expired, want 100", lost)
+	}
+	if n := e.b.wheel.len(); n != 0 {
+		t.Fatalf("%d deadlines left armed", n)
+	}
+}
+
+// waitFor polls cond with a deadline (for goroutines blocked on the broker).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (b *Broker) waitersOf(path string) int {
+	e, _, err := b.resolve(path)
+	if err != nil {
+		return -1
+	}
+	e.q.mu.Lock()
+	defer e.q.mu.Unlock()
+	return len(e.q.waiters)
+}
+
+func TestSessionReceiveAndDeletePeekAndDeadLetter(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	e.send("s", sessMsg("a", "a1"), sessMsg("b", "b1"), sessMsg("a", "a2"))
+	p, err := e.b.PeekSession(e.ctx, "s", "a", 0, 10)
+	e.must(err)
+	wantBodies(t, p, "a1", "a2")
+	s := &sink{}
+	c, err := e.b.AcceptSession(e.ctx, "s", "a", ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver})
+	e.must(err)
+	c.AddCredit(1)
+	wantBodies(t, s.take(), "a1")
+	c.Close()
+	c2, s2 := e.accept("s", "b")
+	c2.AddCredit(1)
+	m := s2.take()[0]
+	until, err := e.b.RenewLock(e.ctx, "s", m.LockToken)
+	e.must(err)
+	if !until.Equal(c2.LockedUntil()) {
+		t.Fatalf("message lock renewal returned %v, session lock is %v", until, c2.LockedUntil())
+	}
+	e.must(e.b.DeadLetter(e.ctx, "s", "bad", "", nil, m.LockToken))
+	// The dead-letter subqueue of a session entity has no sessions.
+	wantBodies(t, e.receive("s/$DeadLetterQueue", ReceiveAndDelete, 5), "b1")
+	ids, _ := e.b.ListSessions(e.ctx, "s", time.Time{}, 0, 0)
+	if fmt.Sprint(ids) != "[a]" {
+		t.Fatalf("sessions %v", ids)
+	}
+}
+
+func TestCloseFailsWaitingAcceptors(t *testing.T) {
+	e := newEnv(t)
+	e.queue("s", QueueProperties{RequiresSession: true})
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.b.AcceptNextSession(e.ctx, "s", time.Hour, ConsumerOptions{Deliver: func(*Message) {}})
+		done <- err
+	}()
+	waitFor(t, func() bool { return e.b.waitersOf("s") == 1 })
+	e.b.Close()
+	wantErr(t, <-done, ErrClosed)
+}

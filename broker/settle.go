@@ -1,0 +1,523 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+)
+
+type moveKind uint8
+
+const (
+	mvRewrite  moveKind = iota + 1 // rewrite the record (place, state, count, properties)
+	mvDelete                       // delete the message
+	mvForward                      // delete here, send to fwd (dead-letter forwarding)
+	mvActivate                     // scheduled → active under a new sequence number
+	mvRetry                        // nothing written: try the activation again later
+)
+
+// move is a change to one message that needs a store commit; it is decided
+// under q.mu (the message marked pending) and committed by runMoves.
+type move struct {
+	q          *qstate
+	m          *msgIdx
+	kind       moveKind
+	sub        Subqueue
+	state      MessageState
+	deliveries uint32
+	msg        *Message // new content, nil when unchanged
+	meta       []byte   // index record for mvRewrite, mvActivate (and mvForward's fallback)
+	hdr        []byte   // message record when msg changed
+	fwd        *entity
+	newSeq     uint64
+	transfer   bool // mvForward of an activated scheduled message (auto-forwarding)
+	enqueued   int64
+	expires    int64
+	reason     string
+}
+
+// newMove builds a move of m; q.mu is held.
+func (q *qstate) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32, msg *Message) (*move, error) {
+	mv := &move{q: q, m: m, kind: kind, sub: sub, state: st, deliveries: d, msg: msg,
+		enqueued: m.enqueued, expires: m.expires, newSeq: m.seq}
+	if kind == mvRewrite || kind == mvForward {
+		mm := m.meta()
+		mm.sub, mm.state, mm.deliveries = sub, st, d
+		if kind == mvForward {
+			mm.sub, mm.state = SubqueueDeadLetter, StateActive
+		}
+		mv.meta = encodeMeta(&mm)
+		if msg != nil {
+			hdr, err := encodeMessage(msg)
+			if err != nil {
+				return nil, err
+			}
+			mv.hdr = hdr
+		}
+	}
+	m.pending = true
+	return mv, nil
+}
+
+// write stores a rewritten message's records.
+func (mv *move) write(bt *batchBuf) {
+	id := mv.q.ent.id
+	if mv.sub != mv.m.sub {
+		bt.Delete(msgKey(id, mv.m.sub, mv.m.seq))
+	}
+	bt.Set(msgKey(id, mv.sub, mv.m.seq), mv.meta)
+	if mv.hdr != nil {
+		bt.Set(key2(kBody, id, mv.m.bodyRef), mv.hdr)
+	}
+}
+
+// runMoves commits moves and applies them to the index.
+func (b *Broker) runMoves(w *work, moves []*move) error {
+	tx := b.newTxn()
+	for _, mv := range moves {
+		id := mv.q.ent.id
+		switch mv.kind {
+		case mvRewrite:
+			mv.write(&tx.bt)
+		case mvDelete:
+			deleteMessageKeys(&tx.bt, id, mv.m)
+		case mvActivate:
+			tx.bt.Delete(msgKey(id, SubqueueMain, mv.m.seq))
+			tx.bt.Set(msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
+		case mvForward:
+			f := *mv.msg
+			self := mv.fwd == mv.q.ent // a topic's scheduled message fanning out
+			if mv.transfer && !self {
+				f.hops++
+				f.EnqueueSequenceNumber = int64(mv.newSeq)
+			} else if !mv.transfer {
+				f.DeadLetterSource = mv.q.ent.path()
+				f.hops = 0
+			}
+			n, np := len(tx.bt.Ops), len(tx.places)
+			if _, err := tx.deliverTo(mv.fwd, &f, 0); err != nil {
+				b.log.Warn("forwarding failed; keeping the message", "entity", mv.q.ent.path(), "to", mv.fwd.name, "err", err)
+				tx.bt.Ops = tx.bt.Ops[:n]
+				for _, p := range tx.places[np:] {
+					p.q.mu.Lock()
+					p.q.reserved -= p.m.size
+					p.q.mu.Unlock()
+				}
+				tx.places = tx.places[:np]
+				if self {
+					mv.kind = mvRetry
+					continue
+				}
+				if mv.transfer {
+					mv.kind = mvActivate
+					tx.bt.Delete(msgKey(id, SubqueueMain, mv.m.seq))
+					tx.bt.Set(msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
+					continue
+				}
+				mv.kind = mvRewrite
+				mv.sub, mv.state = SubqueueDeadLetter, StateActive
+				mv.write(&tx.bt)
+				continue
+			}
+			deleteMessageKeys(&tx.bt, id, mv.m)
+		}
+	}
+	err := b.commit(&tx.bt.Batch)
+	if err != nil {
+		tx.abort()
+	}
+	q := w.q
+	q.mu.Lock()
+	for _, mv := range moves {
+		m := mv.m
+		m.pending = false
+		if q.msgs[m.seq] != m {
+			continue // deleted meanwhile (entity purge)
+		}
+		if err != nil {
+			if mv.kind == mvActivate || mv.transfer || mv.kind == mvRetry {
+				q.setDeadline(m, b.now().Add(time.Second).UnixNano())
+			} else if m.lockedUntil == 0 {
+				q.route(m)
+			}
+			continue
+		}
+		key := cacheKey{q.ent.id, m.bodyRef}
+		switch mv.kind {
+		case mvDelete, mvForward:
+			q.remove(m)
+			b.cache.drop(key)
+			if mv.kind == mvForward && !mv.transfer && mv.reason != "" {
+				b.obs.DeadLettered(q.ent.path(), mv.reason)
+			}
+		case mvRewrite:
+			q.unlock(m)
+			q.unavailable(m)
+			q.clearDeadline(m)
+			q.setPlace(m, mv.sub, mv.state)
+			m.deliveries = mv.deliveries
+			if mv.msg != nil {
+				b.cache.put(key, mv.msg)
+			}
+			q.route(m)
+			if mv.sub != SubqueueMain && mv.reason != "" {
+				b.obs.DeadLettered(q.ent.path(), mv.reason)
+			}
+		case mvRetry:
+			q.setDeadline(m, b.now().Add(time.Second).UnixNano())
+		case mvActivate:
+			q.clearDeadline(m)
+			delete(q.msgs, m.seq)
+			m.seq = mv.newSeq
+			q.msgs[m.seq] = m
+			q.setPlace(m, SubqueueMain, StateActive)
+			m.scheduled, m.enqueued, m.expires = 0, mv.enqueued, mv.expires
+			q.route(m)
+		}
+	}
+	q.dispatch(w)
+	q.mu.Unlock()
+	if err == nil {
+		tx.publish()
+	}
+	return err
+}
+
+// settle runs op on the messages locked under tokens: all of them or, when
+// a token is not valid, none.
+func (b *Broker) settle(path string, tokens []LockToken, op func(q *qstate, m *msgIdx, w *work) error) error {
+	if len(tokens) == 0 {
+		return errorf(ErrInvalidArgument, "no lock token")
+	}
+	e, _, err := b.resolve(path)
+	if err != nil {
+		return err
+	}
+	q := e.q
+	w := &work{q: q}
+	q.mu.Lock()
+	ms := make([]*msgIdx, len(tokens))
+	for i, t := range tokens {
+		if ms[i], err = q.checkLock(t); err != nil {
+			q.mu.Unlock()
+			return err
+		}
+		for _, prev := range ms[:i] {
+			if prev == ms[i] {
+				q.mu.Unlock()
+				return errorf(ErrInvalidArgument, "lock token %v given twice", t)
+			}
+		}
+	}
+	for _, m := range ms {
+		if err = op(q, m, w); err != nil {
+			break
+		}
+	}
+	q.mu.Unlock()
+	if ferr := b.finish(w); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// checkLock returns the message locked under token; q.mu is held.
+func (q *qstate) checkLock(token LockToken) (*msgIdx, error) {
+	now := q.b.now().UnixNano()
+	m := q.locks[token]
+	if m == nil || m.pending {
+		return nil, errorf(ErrLockLost, "the lock supplied is invalid: either the lock expired, or the message was already settled or removed from %q", q.ent.path())
+	}
+	if c := m.owner; c != nil && c.sess != nil {
+		if c.sess.owner != c || c.sess.lockedUntil <= now {
+			return nil, errorf(ErrSessionLockLost, "the session lock of session %q on %q was lost", c.sess.id, q.ent.path())
+		}
+		return m, nil
+	}
+	if m.lockedUntil <= now {
+		return nil, errorf(ErrLockLost, "the lock on message %d of %q expired", m.seq, q.ent.path())
+	}
+	return m, nil
+}
+
+// Complete removes locked messages, in one commit.
+func (b *Broker) Complete(ctx context.Context, path string, tokens ...LockToken) error {
+	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
+		mv, err := q.newMove(m, mvDelete, m.sub, m.state, m.deliveries, nil)
+		if err != nil {
+			return err
+		}
+		w.moves = append(w.moves, mv)
+		return nil
+	})
+}
+
+// Abandon unlocks messages, counting a delivery, after merging props into
+// their application properties. A message that reaches MaxDeliveryCount is
+// dead-lettered (MaxDeliveryCountExceeded); an expired one expires. The
+// AMQP "released" outcome is an Abandon without properties.
+func (b *Broker) Abandon(ctx context.Context, path string, props map[string]any, tokens ...LockToken) error {
+	if err := checkValues(props); err != nil {
+		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
+	}
+	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
+		return q.failedDelivery(m, props, true, w)
+	})
+}
+
+// Defer sets locked messages aside: they are received again only by
+// ReceiveDeferred with their sequence numbers.
+func (b *Broker) Defer(ctx context.Context, path string, props map[string]any, tokens ...LockToken) error {
+	if err := checkValues(props); err != nil {
+		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
+	}
+	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
+		msg, err := q.withProps(m, props)
+		if err != nil {
+			return err
+		}
+		mv, err := q.newMove(m, mvRewrite, m.sub, StateDeferred, m.deliveries, msg)
+		if err != nil {
+			return err
+		}
+		w.moves = append(w.moves, mv)
+		return nil
+	})
+}
+
+// DeadLetter moves locked messages to the dead-letter subqueue, setting
+// the DeadLetterReason and DeadLetterErrorDescription properties (when not
+// empty) and merging props.
+func (b *Broker) DeadLetter(ctx context.Context, path, reason, desc string, props map[string]any, tokens ...LockToken) error {
+	if err := checkValues(props); err != nil {
+		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
+	}
+	if len(reason) > 4096 || len(desc) > 4096 {
+		return errorf(ErrInvalidArgument, "dead-letter reason and description are limited to 4096 characters")
+	}
+	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
+		if m.sub != SubqueueMain {
+			return errorf(ErrInvalidArgument, "message %d is already in a dead-letter subqueue of %q", m.seq, q.ent.path())
+		}
+		msg, err := q.withProps(m, props)
+		if err != nil {
+			return err
+		}
+		return q.deadLetter(m, msg, reason, desc, m.deliveries, w)
+	})
+}
+
+// RenewLock extends a message lock by the entity's LockDuration and
+// returns the new expiry. Messages of a session are covered by the session
+// lock: their renewal returns the session lock's expiry.
+func (b *Broker) RenewLock(ctx context.Context, path string, token LockToken) (time.Time, error) {
+	var until int64
+	err := b.settle(path, []LockToken{token}, func(q *qstate, m *msgIdx, w *work) error {
+		if c := m.owner; c != nil && c.sess != nil {
+			until = c.sess.lockedUntil
+			return nil
+		}
+		q.unlinkLock(m)
+		m.lockedUntil = q.b.now().UnixNano() + int64(q.ent.props().LockDuration)
+		q.linkLock(m)
+		until = m.lockedUntil
+		return nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Unix(0, until).UTC(), nil
+}
+
+// withProps returns m's message with props merged (nil props: nil, no change).
+func (q *qstate) withProps(m *msgIdx, props map[string]any) (*Message, error) {
+	if len(props) == 0 {
+		return nil, nil
+	}
+	base, err := q.load(m)
+	if err != nil {
+		return nil, err
+	}
+	c := *base
+	c.Properties = maps.Clone(base.Properties)
+	if c.Properties == nil {
+		c.Properties = map[string]any{}
+	}
+	maps.Copy(c.Properties, props)
+	c.PropertiesModified = true
+	return &c, nil
+}
+
+// failedDelivery handles a delivery that ended without settlement (abandon,
+// lock expiry): counts it (main subqueue only, when count), then
+// dead-letters, expires, or returns the message. q.mu is held; m may
+// still be locked.
+func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *work) error {
+	msg, err := q.withProps(m, props)
+	if err != nil {
+		return err
+	}
+	d := m.deliveries
+	if m.sub == SubqueueMain && count {
+		d++
+	}
+	p := q.ent.props()
+	now := q.b.now().UnixNano()
+	switch {
+	case m.sub == SubqueueMain && d >= uint32(p.MaxDeliveryCount):
+		return q.deadLetter(m, msg, ReasonMaxDeliveryCountExceeded,
+			fmt.Sprintf("Message could not be consumed after %d delivery attempts.", d), d, w)
+	case m.sub == SubqueueMain && m.state == StateActive && m.expires != 0 && m.expires <= now:
+		return q.expireWith(m, msg, d, w)
+	case d != m.deliveries || msg != nil:
+		mv, err := q.newMove(m, mvRewrite, m.sub, m.state, d, msg)
+		if err != nil {
+			return err
+		}
+		w.moves = append(w.moves, mv)
+	default:
+		q.unlock(m)
+		q.route(m)
+	}
+	return nil
+}
+
+// deadLetter moves m to the dead-letter subqueue (or forwards it there,
+// ForwardDeadLetteredMessagesTo); q.mu is held.
+func (q *qstate) deadLetter(m *msgIdx, msg *Message, reason, desc string, d uint32, w *work) error {
+	if msg == nil {
+		base, err := q.load(m)
+		if err != nil {
+			return err
+		}
+		msg = base
+	}
+	c := *msg
+	setDeadLetterProps(&c, reason, desc)
+	kind := mvRewrite
+	var fwd *entity
+	if to := q.ent.props().ForwardDLTo; to != "" {
+		if e, err := q.b.lookup(to); err == nil {
+			kind, fwd = mvForward, e
+		}
+	}
+	mv, err := q.newMove(m, kind, SubqueueDeadLetter, StateActive, d, &c)
+	if err != nil {
+		return err
+	}
+	mv.fwd, mv.reason = fwd, reason
+	w.moves = append(w.moves, mv)
+	return nil
+}
+
+// expire handles an available message whose TTL has passed; q.mu is held.
+func (q *qstate) expire(m *msgIdx, w *work) {
+	q.unavailable(m)
+	if err := q.expireWith(m, nil, m.deliveries, w); err != nil {
+		q.b.log.Error("cannot expire message", "entity", q.ent.path(), "seq", m.seq, "err", err)
+	}
+}
+
+func (q *qstate) expireWith(m *msgIdx, msg *Message, d uint32, w *work) error {
+	if q.ent.props().DLOnExpiration {
+		return q.deadLetter(m, msg, ReasonTTLExpired, "The message expired and was dead lettered.", d, w)
+	}
+	mv, err := q.newMove(m, mvDelete, m.sub, m.state, d, nil)
+	if err != nil {
+		return err
+	}
+	w.moves = append(w.moves, mv)
+	return nil
+}
+
+// onLockDeadline expires the message locks that are due.
+func (q *qstate) onLockDeadline(now int64) {
+	w := &work{q: q}
+	q.mu.Lock()
+	n := 0
+	for h := q.lockHead; h != nil && h.lockedUntil <= now; h = q.lockHead {
+		q.unlock(h)
+		n++
+		if h.pending {
+			continue
+		}
+		if err := q.failedDelivery(h, nil, true, w); err != nil {
+			q.b.log.Error("lock expiry", "entity", q.ent.path(), "seq", h.seq, "err", err)
+			q.route(h)
+		}
+	}
+	if q.lockHead != nil {
+		q.b.wheel.set(&q.lockDL, q.lockHead.lockedUntil)
+	}
+	q.dispatch(w)
+	q.mu.Unlock()
+	for range n {
+		q.b.obs.LockExpired(q.ent.path())
+	}
+	q.b.finish(w)
+}
+
+// onMessageDeadlines activates due scheduled messages and expires
+// messages whose TTL passed.
+func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
+	w := &work{q: q}
+	q.mu.Lock()
+	if q.ent.deleted.Load() {
+		q.mu.Unlock()
+		return
+	}
+	for _, d := range ds {
+		m := d.m
+		if q.msgs[m.seq] != m || m.pending || m.dl != d {
+			continue
+		}
+		switch {
+		case m.state == StateScheduled && m.scheduled <= now:
+			if err := q.activate(m, now, w); err != nil {
+				q.b.log.Error("cannot activate scheduled message; retrying in 1s", "entity", q.ent.path(), "seq", m.seq, "err", err)
+				q.setDeadline(m, now+int64(time.Second))
+			}
+		case m.state == StateActive && m.sub == SubqueueMain && m.lockedUntil == 0 && m.expires != 0 && m.expires <= now:
+			q.expire(m, w)
+		}
+	}
+	q.dispatch(w)
+	q.mu.Unlock()
+	q.b.finish(w)
+}
+
+// activate turns a due scheduled message into an active one with a new
+// sequence number, from memory; q.mu is held.
+func (q *qstate) activate(m *msgIdx, now int64, w *work) error {
+	seq, err := q.ent.seq.take(q.b, 1)
+	if err != nil {
+		return err
+	}
+	exp := int64(0)
+	if m.expires != 0 {
+		// The TTL counts from activation: expires was scheduled + TTL.
+		exp = expiry(now, time.Duration(m.expires-m.scheduled))
+	}
+	mv := &move{q: q, m: m, kind: mvActivate, newSeq: seq, enqueued: now, expires: exp,
+		sub: SubqueueMain, state: StateActive, deliveries: m.deliveries}
+	mm := m.meta()
+	mm.state, mm.enqueued, mm.expires, mm.scheduled = StateActive, now, exp, 0
+	mv.meta = encodeMeta(&mm)
+	var dest *entity
+	if q.ent.kind == kindTopic {
+		dest = q.ent
+	} else if to := q.ent.props().ForwardTo; to != "" {
+		dest, _ = q.b.lookup(to)
+	}
+	if dest != nil {
+		base, err := q.load(m)
+		if err != nil {
+			return err
+		}
+		mv.kind, mv.fwd, mv.transfer, mv.msg = mvForward, dest, true, base
+	}
+	m.pending = true
+	w.moves = append(w.moves, mv)
+	return nil
+}

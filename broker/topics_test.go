@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"testing"
+	"time"
+)
+
+// Topics, subscriptions and rules, after topic-filters.md.
+
+func (e *env) sub(topic, name string, p SubscriptionProperties) {
+	e.t.Helper()
+	e.must(e.b.CreateSubscription(e.ctx, topic, name, p))
+}
+
+func TestFanOutToEverySubscription(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "a", SubscriptionProperties{})
+	e.sub("t", "b", SubscriptionProperties{})
+	e.send("t", msg("1"), msg("2"))
+	a := e.receive("t/Subscriptions/a", PeekLock, 5)
+	b := e.receive("T/subscriptions/B", ReceiveAndDelete, 5)
+	wantBodies(t, a, "1", "2")
+	wantBodies(t, b, "1", "2")
+	if a[0].SequenceNumber != b[0].SequenceNumber {
+		t.Fatal("copies have different sequence numbers")
+	}
+	e.must(e.b.Complete(e.ctx, "t/Subscriptions/a", a[0].LockToken))
+	ti, _ := e.b.GetTopic(e.ctx, "t")
+	if ti.Runtime.ActiveMessageCount != 1 || ti.Runtime.SubscriptionCount != 2 {
+		t.Fatalf("topic runtime %+v", ti.Runtime)
+	}
+	rules, _ := e.b.ListRules(e.ctx, "t", "a", 0, 0)
+	if len(rules) != 1 || rules[0].Name != DefaultRuleName || rules[0].Filter.Kind != FilterTrue {
+		t.Fatalf("default rules %+v", rules)
+	}
+	_, err := e.b.NewConsumer(e.ctx, "t", ConsumerOptions{Deliver: func(*Message) {}})
+	wantErr(t, err, ErrInvalidArgument)
+}
+
+func TestSQLAndCorrelationFilters(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "red", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "red",
+		Filter: RuleFilter{Kind: FilterSQL, SQL: "color = 'red' AND sys.Label = @l", Parameters: map[string]any{"@l": "paint"}}}})
+	e.sub("t", "corr", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "c",
+		Filter: RuleFilter{Kind: FilterCorrelation, Correlation: CorrelationFilter{CorrelationID: "order-7", Properties: map[string]any{"prio": int64(1)}}}}})
+	e.sub("t", "none", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "f", Filter: RuleFilter{Kind: FilterFalse}}})
+	e.send("t",
+		&Message{Body: []byte("r"), Subject: "paint", Properties: map[string]any{"color": "red"}},
+		&Message{Body: []byte("b"), Subject: "paint", Properties: map[string]any{"color": "blue"}},
+		&Message{Body: []byte("c"), CorrelationID: "order-7", Properties: map[string]any{"prio": int32(1)}},
+		&Message{Body: []byte("c-wrong"), CorrelationID: "order-7", Properties: map[string]any{"prio": int32(2)}},
+	)
+	wantBodies(t, e.receive("t/Subscriptions/red", ReceiveAndDelete, 10), "r")
+	wantBodies(t, e.receive("t/Subscriptions/corr", ReceiveAndDelete, 10), "c")
+	wantBodies(t, e.receive("t/Subscriptions/none", ReceiveAndDelete, 10))
+}
+
+func TestAnyMatchingRuleYieldsOneCopy(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{})
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "also", Filter: RuleFilter{Kind: FilterSQL, SQL: "1=1"}}))
+	wantErr(t, e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "ALSO"}), ErrAlreadyExists)
+	wantErr(t, e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "bad", Filter: RuleFilter{Kind: FilterSQL, SQL: "a ="}}), ErrInvalidArgument)
+	e.send("t", msg("x"))
+	wantBodies(t, e.receive("t/Subscriptions/s", ReceiveAndDelete, 10), "x")
+	e.must(e.b.RemoveRule(e.ctx, "t", "s", DefaultRuleName))
+	e.must(e.b.RemoveRule(e.ctx, "t", "s", "also"))
+	wantErr(t, e.b.RemoveRule(e.ctx, "t", "s", "also"), ErrNotFound)
+	e.send("t", msg("y"))
+	wantBodies(t, e.receive("t/Subscriptions/s", ReceiveAndDelete, 10))
+}
+
+func TestRuleActionChangesOnlyTheSubscriptionCopy(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "plain", SubscriptionProperties{})
+	e.sub("t", "act", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "r", Action: "SET tier = 'gold'; SET sys.Label = 'vip'; REMOVE secret"}})
+	e.send("t", &Message{Body: []byte("m"), Subject: "std", Properties: map[string]any{"secret": "s"}})
+	a := e.receive("t/Subscriptions/act", ReceiveAndDelete, 1)[0]
+	if a.Properties["tier"] != "gold" || a.Properties["secret"] != nil || a.Subject != "vip" || !a.PropertiesModified || !a.SystemPropertiesModified {
+		t.Fatalf("action copy %+v", a)
+	}
+	p := e.receive("t/Subscriptions/plain", ReceiveAndDelete, 1)[0]
+	if p.Properties["secret"] != "s" || p.Properties["tier"] != nil || p.Subject != "std" || p.PropertiesModified {
+		t.Fatalf("plain copy %+v", p)
+	}
+}
+
+func TestFilterErrorsDeadLetterWhereEnabled(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	bad := &RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "sys.NoSuchProperty = 'x'"}}
+	e.sub("t", "dl", SubscriptionProperties{DeadLetteringOnFilterEvaluationExceptions: true, DefaultRule: bad})
+	e.sub("t", "skip", SubscriptionProperties{DefaultRule: bad})
+	e.send("t", msg("no-correlation-id"))
+	dl := e.receive("t/Subscriptions/dl/$DeadLetterQueue", ReceiveAndDelete, 5)
+	wantBodies(t, dl, "no-correlation-id")
+	if dl[0].Properties[PropDeadLetterReason] != ReasonFilterEvaluation {
+		t.Fatalf("reason %v", dl[0].Properties)
+	}
+	si, _ := e.b.GetSubscription(e.ctx, "t", "skip")
+	if si.Runtime.TotalMessageCount != 0 {
+		t.Fatalf("skip runtime %+v", si.Runtime)
+	}
+}
+
+func TestSessionSubscription(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{RequiresSession: true})
+	e.send("t", sessMsg("a", "1"), msg("no-session"))
+	c, s := e.accept("t/Subscriptions/s", "a")
+	c.AddCredit(5)
+	wantBodies(t, s.take(), "1")
+	dl := e.receive("t/Subscriptions/s/$DeadLetterQueue", ReceiveAndDelete, 5)
+	wantBodies(t, dl, "no-session")
+}
+
+func TestScheduledTopicMessageCancelledInEverySubscription(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "a", SubscriptionProperties{})
+	e.sub("t", "b", SubscriptionProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "t", t0.Add(1e12), []*Message{msg("x")})
+	e.must(err)
+	e.must(e.b.CancelScheduled(e.ctx, "t", seqs))
+	e.clk.Advance(2e12)
+	wantBodies(t, e.receive("t/Subscriptions/a", ReceiveAndDelete, 5))
+	wantBodies(t, e.receive("t/Subscriptions/b", ReceiveAndDelete, 5))
+}
+
+func TestDeleteTopicDeletesSubscriptions(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "a", SubscriptionProperties{})
+	wantErr(t, e.b.CreateSubscription(e.ctx, "t", "A", SubscriptionProperties{}), ErrAlreadyExists)
+	e.send("t", msg("x"))
+	lost := make(chan error, 1)
+	_, err := e.b.NewConsumer(e.ctx, "t/Subscriptions/a", ConsumerOptions{Deliver: func(*Message) {}, OnLost: func(err error) { lost <- err }})
+	e.must(err)
+	e.must(e.b.DeleteTopic(e.ctx, "t"))
+	wantErr(t, <-lost, ErrNotFound)
+	e.restart()
+	_, err = e.b.GetSubscription(e.ctx, "t", "a")
+	wantErr(t, err, ErrNotFound)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "a", SubscriptionProperties{})
+	subs, _ := e.b.ListSubscriptions(e.ctx, "t", 0, 0)
+	if len(subs) != 1 || subs[0].Runtime.TotalMessageCount != 0 {
+		t.Fatalf("subs %+v", subs)
+	}
+}
+
+func TestTopicQuotaCountsEverySubscription(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{MaxSizeInMegabytes: 1}))
+	e.sub("t", "a", SubscriptionProperties{})
+	e.sub("t", "b", SubscriptionProperties{})
+	e.send("t", &Message{Body: make([]byte, 400<<10)})
+	wantErr(t, e.b.Send(e.ctx, "t", []*Message{{Body: make([]byte, 400<<10)}}), ErrQuotaExceeded)
+	ti, _ := e.b.GetTopic(e.ctx, "t")
+	if ti.Runtime.SizeInBytes != 800<<10 || ti.Runtime.ActiveMessageCount != 2 {
+		t.Fatalf("topic runtime %+v", ti.Runtime)
+	}
+}
+
+// A scheduled message waits in the topic and fans out when it activates,
+// to the subscriptions that exist then.
+func TestScheduledTopicMessageFansOutAtActivation(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "early", SubscriptionProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "t", t0.Add(time.Minute), []*Message{msg("x")})
+	e.must(err)
+	ti, _ := e.b.GetTopic(e.ctx, "t")
+	if ti.Runtime.ScheduledMessageCount != 1 {
+		t.Fatalf("topic runtime %+v", ti.Runtime)
+	}
+	if p := mustPeek(e, "t/Subscriptions/early"); len(p) != 0 {
+		t.Fatalf("subscription shows the scheduled message before activation: %q", bodies(p))
+	}
+	e.sub("t", "late", SubscriptionProperties{})
+	e.restart()
+	e.clk.Advance(time.Minute)
+	early := e.receive("t/Subscriptions/early", ReceiveAndDelete, 5)
+	wantBodies(t, early, "x")
+	wantBodies(t, e.receive("t/Subscriptions/late", ReceiveAndDelete, 5), "x")
+	if early[0].SequenceNumber <= seqs[0] {
+		t.Fatalf("activated copy has sequence number %d, scheduled was %d", early[0].SequenceNumber, seqs[0])
+	}
+	ti, _ = e.b.GetTopic(e.ctx, "t")
+	if ti.Runtime.TotalMessageCount != 0 {
+		t.Fatalf("topic runtime after fan-out %+v", ti.Runtime)
+	}
+}

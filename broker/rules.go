@@ -232,15 +232,23 @@ func (b *Broker) ListRules(ctx context.Context, topic, sub string, skip, top int
 	return out, nil
 }
 
-// matchRules evaluates a subscription's rules against m. It returns the
-// copy for the subscription (nil: no match) and, on a filter or action
-// error, that error. The first matching rule in name order supplies the
-// action; any matching rule yields exactly one copy.
-func (s *entity) matchRules(m *Message) (*Message, error) {
+// PropRuleName is the application property Service Bus sets on the copy a
+// rule with an action produces: the name of that rule.
+const PropRuleName = "RuleName"
+
+// matchRules evaluates a subscription's rules against m and returns the
+// subscription's copies, as Service Bus makes them (topic-filters.md): the
+// matching rules without an action together yield one copy, m itself; each
+// matching rule with an action yields a copy of its own, changed by the
+// action and carrying the rule's name in the RuleName property. No copy
+// means no match. A filter or action error is returned instead.
+func (s *entity) matchRules(m *Message) ([]*Message, error) {
 	s.mu.Lock()
 	rules := s.rules
 	s.mu.Unlock()
 	view := filterView{m}
+	var plain bool
+	var acted []*Message
 	for _, r := range rules {
 		ok, err := r.filter.Match(view)
 		if err != nil {
@@ -250,15 +258,21 @@ func (s *entity) matchRules(m *Message) (*Message, error) {
 			continue
 		}
 		if r.action == nil {
-			return m, nil
+			plain = true
+			continue
 		}
 		c := m.clone()
-		if err := r.action.Apply(filterView{c}); err != nil {
+		cv := filterView{c}
+		if err := r.action.Apply(cv); err != nil {
 			return nil, ruleError(r, err)
 		}
-		return c, nil
+		cv.SetUserProperty(PropRuleName, r.p.Name)
+		acted = append(acted, c)
 	}
-	return nil, nil
+	if plain {
+		return append([]*Message{m}, acted...), nil
+	}
+	return acted, nil
 }
 
 func ruleError(r *rule, err error) error {

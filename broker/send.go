@@ -315,22 +315,33 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 		if sp.Status == StatusDisabled {
 			continue
 		}
-		c, ferr := s.matchRules(m)
-		switch {
-		case ferr != nil:
+		copies, ferr := s.matchRules(m)
+		if ferr != nil {
 			if !sp.DLOnFilterException {
 				continue
 			}
 			if _, err := tx.place(s, m, SubqueueDeadLetter, seq, ReasonFilterEvaluation, ferr.Error()); err != nil {
 				return 0, err
 			}
-		case c == nil:
-		case sp.RequiresSession && c.SessionID == "":
-			if _, err := tx.place(s, c, SubqueueDeadLetter, seq, "SessionIdIsNull", "Session id is null."); err != nil {
-				return 0, err
+			continue
+		}
+		for i, c := range copies {
+			// The first copy has the topic's sequence number; further
+			// copies (rules with actions) take sequence numbers of their
+			// own from the topic, so they never collide in the subscription.
+			cseq := seq
+			if i > 0 {
+				if cseq, err = t.seq.take(tx.b, 1); err != nil {
+					return 0, err
+				}
 			}
-		default:
-			if _, err := tx.deliverTo(s, c, seq); err != nil {
+			if sp.RequiresSession && c.SessionID == "" {
+				if _, err := tx.place(s, c, SubqueueDeadLetter, cseq, "SessionIdIsNull", "Session id is null."); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			if _, err := tx.deliverTo(s, c, cseq); err != nil {
 				return 0, err
 			}
 		}

@@ -196,3 +196,46 @@ func TestScheduledTopicMessageFansOutAtActivation(t *testing.T) {
 		t.Fatalf("topic runtime after fan-out %+v", ti.Runtime)
 	}
 }
+
+// TestRulesWithActionsYieldCopiesOfTheirOwn follows topic-filters.md: the
+// matching rules without actions yield one copy between them; each matching
+// rule with an action yields its own copy, with a RuleName property.
+func TestRulesWithActionsYieldCopiesOfTheirOwn(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{}) // $Default: true, no action
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "also", Filter: RuleFilter{Kind: FilterSQL, SQL: "1=1"}}))
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "gold", Action: "SET tier = 'gold'"}))
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "silver", Action: "SET tier = 'silver'"}))
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "never", Filter: RuleFilter{Kind: FilterFalse}, Action: "SET tier = 'none'"}))
+	e.send("t", msg("x"))
+	got := e.receive("t/Subscriptions/s", ReceiveAndDelete, 10)
+	if len(got) != 3 {
+		t.Fatalf("got %d copies, want 3 (one for the two plain rules, one per matching action)", len(got))
+	}
+	seen := map[string]bool{}
+	seqs := map[int64]bool{}
+	for _, m := range got {
+		seqs[m.SequenceNumber] = true
+		rn, hasName := m.Properties[PropRuleName]
+		tier := m.Properties["tier"]
+		switch {
+		case !hasName && tier == nil:
+			seen["plain"] = true
+		case rn == "gold" && tier == "gold" && m.PropertiesModified:
+			seen["gold"] = true
+		case rn == "silver" && tier == "silver" && m.PropertiesModified:
+			seen["silver"] = true
+		default:
+			t.Fatalf("unexpected copy: properties %v", m.Properties)
+		}
+	}
+	if len(seen) != 3 || len(seqs) != 3 {
+		t.Fatalf("copies %v with sequence numbers %v: want plain, gold and silver with distinct numbers", seen, seqs)
+	}
+	e.restart()
+	e.send("t", msg("y"))
+	if n := len(e.receive("t/Subscriptions/s", ReceiveAndDelete, 10)); n != 3 {
+		t.Fatalf("after restart got %d copies, want 3", n)
+	}
+}

@@ -2,7 +2,6 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -58,10 +57,7 @@ type Backend interface {
 	RemoveRule(ctx context.Context, topic, sub, name string) error
 	// ListRules lists a subscription's rules in name order.
 	ListRules(ctx context.Context, topic, sub string, skip, top int) ([]broker.RuleProperties, error)
-}
-
-// ruleUpdater is implemented by a backend that replaces a rule atomically.
-type ruleUpdater interface {
+	// UpdateRule replaces a subscription's rule in one durable step.
 	UpdateRule(ctx context.Context, topic, sub string, p broker.RuleProperties) error
 }
 
@@ -77,25 +73,6 @@ func getRule(ctx context.Context, b Backend, topic, sub, name string) (broker.Ru
 		}
 	}
 	return broker.RuleProperties{}, notFoundf("subscription %q of topic %q has no rule %q", sub, topic, name)
-}
-
-// updateRule replaces a rule: atomically when the backend can, otherwise
-// by removing and re-adding it, restoring the old rule if the new one is
-// refused.
-func updateRule(ctx context.Context, b Backend, topic, sub string, old, p broker.RuleProperties) error {
-	if u, ok := b.(ruleUpdater); ok {
-		return u.UpdateRule(ctx, topic, sub, p)
-	}
-	if err := b.RemoveRule(ctx, topic, sub, old.Name); err != nil {
-		return err
-	}
-	if err := b.AddRule(ctx, topic, sub, p); err != nil {
-		if rerr := b.AddRule(ctx, topic, sub, old); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		return err
-	}
-	return nil
 }
 
 // notFoundf returns an error wrapping broker.ErrNotFound.

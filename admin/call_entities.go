@@ -304,12 +304,8 @@ func (c *call) putRule() error {
 	}
 	t, s := c.rt.entity, c.rt.sub
 	if c.isUpdate() {
-		old, err := getRule(c.ctx(), c.b(), t, s, rp.Name)
-		if err != nil {
+		if err := c.b().UpdateRule(c.ctx(), t, s, rp); err != nil {
 			return notFoundAs(err, "rule", rp.Name)
-		}
-		if err := updateRule(c.ctx(), c.b(), t, s, old, rp); err != nil {
-			return err
 		}
 	} else {
 		if err := c.b().AddRule(c.ctx(), t, s, rp); err != nil {

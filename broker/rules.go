@@ -154,6 +154,19 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 
 // AddRule adds a rule to a subscription.
 func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RuleProperties) error {
+	return b.putRule(topic, sub, p, false)
+}
+
+// UpdateRule replaces a subscription's rule of the same name (filter and
+// action) in one durable step: every message sees either the old rule or
+// the new one. The rule keeps its creation time.
+func (b *Broker) UpdateRule(ctx context.Context, topic, sub string, p RuleProperties) error {
+	return b.putRule(topic, sub, p, true)
+}
+
+// putRule adds a rule (replace false: the name must be new) or replaces one
+// (replace true: the name must exist).
+func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) error {
 	r, err := compileRule(p)
 	if err != nil {
 		return err
@@ -166,12 +179,22 @@ func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RulePropertie
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, x := range s.rules {
+	at := -1
+	for i, x := range s.rules {
 		if fold(x.p.Name) == fold(p.Name) {
-			return errorf(ErrAlreadyExists, "subscription %q has a rule %q", s.path(), p.Name)
+			at = i
 		}
 	}
+	switch {
+	case at >= 0 && !replace:
+		return errorf(ErrAlreadyExists, "subscription %q has a rule %q", s.path(), p.Name)
+	case at < 0 && replace:
+		return errorf(ErrNotFound, "subscription %q has no rule %q", s.path(), p.Name)
+	}
 	r.p.CreatedAt = b.now()
+	if at >= 0 {
+		r.p.CreatedAt = s.rules[at].p.CreatedAt
+	}
 	rec, err := encodeRule(&r.p)
 	if err != nil {
 		return errorf(ErrInvalidArgument, "rule %q: %v", p.Name, err)
@@ -181,8 +204,13 @@ func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RulePropertie
 	if err := b.commit(&bt.Batch); err != nil {
 		return err
 	}
-	rules := append(append([]*rule(nil), s.rules...), r)
-	sortRules(rules)
+	rules := append([]*rule(nil), s.rules...)
+	if at >= 0 {
+		rules[at] = r
+	} else {
+		rules = append(rules, r)
+		sortRules(rules)
+	}
 	s.rules = rules
 	return nil
 }

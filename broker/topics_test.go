@@ -239,3 +239,28 @@ func TestRulesWithActionsYieldCopiesOfTheirOwn(t *testing.T) {
 		t.Fatalf("after restart got %d copies, want 3", n)
 	}
 }
+
+func TestUpdateRuleReplacesInPlace(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "color",
+		Filter: RuleFilter{Kind: FilterSQL, SQL: "color = 'red'"}}})
+	before, _ := e.b.ListRules(e.ctx, "t", "s", 0, 0)
+	e.must(e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "COLOR",
+		Filter: RuleFilter{Kind: FilterSQL, SQL: "color = 'blue'"}, Action: "SET seen = TRUE"}))
+	wantErr(t, e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "absent"}), ErrNotFound)
+	wantErr(t, e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "color", Filter: RuleFilter{Kind: FilterSQL, SQL: "a ="}}), ErrInvalidArgument)
+	e.restart()
+	after, _ := e.b.ListRules(e.ctx, "t", "s", 0, 0)
+	if len(after) != 1 || after[0].Filter.SQL != "color = 'blue'" || after[0].Action != "SET seen = TRUE" ||
+		!after[0].CreatedAt.Equal(before[0].CreatedAt) {
+		t.Fatalf("rules after update and restart: %+v (before %+v)", after, before)
+	}
+	e.send("t", &Message{Body: []byte("r"), Properties: map[string]any{"color": "red"}},
+		&Message{Body: []byte("b"), Properties: map[string]any{"color": "blue"}})
+	got := e.receive("t/Subscriptions/s", ReceiveAndDelete, 10)
+	wantBodies(t, got, "b")
+	if got[0].Properties["seen"] != true {
+		t.Fatalf("updated action not applied: %v", got[0].Properties)
+	}
+}

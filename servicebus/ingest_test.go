@@ -206,8 +206,8 @@ func TestSessionFilter(t *testing.T) {
 		"go next":     {&encoding.Described{Descriptor: descSessionFilter, Value: nil}, sessionRequest{next: true, descriptor: descSessionFilter}},
 		"domain code": {&encoding.Described{Descriptor: descSessionFilterDomain, Value: ""}, sessionRequest{id: "", descriptor: descSessionFilterDomain}},
 		"symbol":      {&encoding.Described{Descriptor: filterSession, Value: "x"}, sessionRequest{id: "x", descriptor: filterSession}},
-		"js plain":    {"s2", sessionRequest{id: "s2", descriptor: descSessionFilter}},
-		"js null":     {nil, sessionRequest{next: true, descriptor: descSessionFilter}},
+		"js plain":    {"s2", sessionRequest{id: "s2", descriptor: descSessionFilter, plain: true}},
+		"js null":     {nil, sessionRequest{next: true, descriptor: descSessionFilter, plain: true}},
 	} {
 		got, ok := sessionFilter(sourceWith(encoding.Fields{filterSession: tc.v}))
 		if !ok || got != tc.want {

@@ -56,7 +56,7 @@ func (c *conn) reply(req *request, resp *response) {
 }
 
 // replyLink is a client receiver of $cbs or $management replies, found by
-// its target address (the requests' reply-to). Replies wait for credit: the
+// its target address, or its name when it has none (the requests' reply-to). Replies wait for credit: the
 // SDKs grant it only after the attach, racing their first request.
 type replyLink struct {
 	c    *conn
@@ -69,17 +69,19 @@ type replyLink struct {
 }
 
 func (c *conn) attachReply(s *amqp.Sender, addr Address) (amqp.SenderHandler, error) {
-	t := s.Remote().Target
-	if t == nil || t.Address == "" {
-		return nil, amqp.NewError(amqp.CondInvalidField, "a %s reply link needs a target address (the requests' reply-to)", s.Remote().Source.Address)
+	// Go and .NET name the reply address in the link's target; the JS SDK
+	// attaches with no target and uses the link's name as the reply-to.
+	replyTo := s.Name()
+	if t := s.Remote().Target; t != nil && t.Address != "" {
+		replyTo = t.Address
 	}
 	node := "$cbs"
 	if addr.Node == NodeManagement {
 		node = addr.Path() + "/$management"
 	}
-	l := &replyLink{c: c, s: s, addr: t.Address, node: node}
+	l := &replyLink{c: c, s: s, addr: replyTo, node: node}
 	c.mu.Lock()
-	c.replies[t.Address] = l
+	c.replies[replyTo] = l
 	c.mu.Unlock()
 	c.h.metrics.LinkAttached(node, true)
 	return l, nil

@@ -35,6 +35,7 @@ type sessionRequest struct {
 	id         string // the named session, when next is false
 	next       bool   // accept the next available session
 	descriptor any    // echoed in the reply's filter
+	plain      bool   // the client sent the filter undescribed (JS): reply in kind
 }
 
 // sessionFilter reads the session filter of a source: described with
@@ -48,8 +49,9 @@ func sessionFilter(src *frames.Source) (sessionRequest, bool) {
 	if !ok {
 		return sessionRequest{}, false
 	}
-	req := sessionRequest{descriptor: descSessionFilter}
+	req := sessionRequest{descriptor: descSessionFilter, plain: true}
 	if d, ok := v.(*encoding.Described); ok {
+		req.plain = false
 		if d == nil {
 			return sessionRequest{next: true, descriptor: descSessionFilter}, true
 		}
@@ -125,8 +127,8 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 }
 
 // writeSessionReply writes the attach reply of a session receiver: the
-// locked session id as a described filter value and the lock's expiry in
-// .NET ticks.
+// locked session id as the filter value (described or plain, as the client
+// sent it) and the lock's expiry in .NET ticks.
 func (l *recvLink) writeSessionReply(req sessionRequest) {
 	reply := l.s.Reply()
 	src := frames.Source{}
@@ -137,7 +139,13 @@ func (l *recvLink) writeSessionReply(req sessionRequest) {
 	for k, v := range src.Filter {
 		filter[k] = v
 	}
-	filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
+	// Go and .NET read the locked id from a described value; the JS SDK
+	// reads the filter value itself, so it gets the form it sent.
+	if req.plain {
+		filter[filterSession] = l.cons.SessionID()
+	} else {
+		filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
+	}
 	src.Filter = filter
 	reply.Source = &src
 	props := make(encoding.Fields, len(reply.Properties)+1)

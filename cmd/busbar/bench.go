@@ -31,7 +31,7 @@ Examples:
   busbar bench --create --count 20000                      # 1 producer, 1 consumer
   busbar bench --create --producers 4 --consumers 4 --duration 30s --inflight 8
   busbar bench --create --keys 10000 --per-key 10 --consumers 4    # sessions, FIFO verified
-  busbar bench --create --rate 1000 --duration 30s         # fixed offered load, corrected latency
+  busbar bench --create --rate 1000 --duration 30s --producers 4 --inflight 16   # fixed load, corrected latency
   busbar bench --create --client amqp --inflight 32        # lean go-amqp client: the broker's ceiling
   busbar bench --create --json > result.json
 
@@ -62,6 +62,8 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.ReceiveAndDelete, "receive-and-delete", false, "receive-and-delete instead of peek-lock and complete")
 	fs.IntVar(&cfg.Prefetch, "prefetch", 100, "most messages asked for per receive (link credit)")
 	fs.DurationVar(&cfg.SessionIdle, "session-idle", time.Second, "how long a session consumer waits on an empty session before taking the next")
+	fs.IntVar(&cfg.SessionPrefetch, "session-prefetch", 1, "most messages asked for per receive on a session (sdk client; above 1 the SDK may release and reorder)")
+	fs.IntVar(&cfg.ConcurrentSessions, "concurrent-sessions", 8, "sessions each consumer works on at once in keyed runs")
 	fs.StringVar(&cfg.BrokerVersion, "broker-label", "busbar", "broker name and version for reports")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Run Busbar and its peers (RabbitMQ, NATS JetStream, PostgreSQL) through the
+# same workloads, one after another, on this machine and on loopback only,
+# then print markdown tables and write PNG charts.
+#
+#   bench/run.sh            # the full comparison (about 30 minutes)
+#   bench/run.sh --quick    # a smoke run: every broker and workload, 2 s each
+#   bench/run.sh --only busbar,postgres
+#
+# Environment: OUT (results directory, default bench/results/latest),
+# CHARTS (PNG directory, default docs/benchmarks), DURATION (seconds per
+# timed run), KEYS (ordered keys of the keyed workload).
+#
+# Every broker is started by this script with its data in a temporary
+# directory, on 127.0.0.1 and a port of its own, and stopped by its PID.
+# Packages missing from the machine are installed with apt-get (as root);
+# nats-server is built with `go install` at a pinned version because
+# Debian's 2.9.10 has no sync_interval setting.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+
+QUICK=0
+ONLY="busbar,rabbitmq,nats,postgres"
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) QUICK=1 ;;
+	--only) ONLY=$2; shift ;;
+	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+if [ "$QUICK" = 1 ]; then
+	DURATION=${DURATION:-2}
+	KEYS=${KEYS:-300}
+else
+	DURATION=${DURATION:-60}
+	KEYS=${KEYS:-10000}
+fi
+OUT=${OUT:-$ROOT/bench/results/latest}
+CHARTS=${CHARTS:-$ROOT/docs/benchmarks}
+NATS_VERSION=v2.15.2
+BIN=$ROOT/bench/.bin
+WORK=$(mktemp -d /tmp/busbar-bench.XXXXXX)
+mkdir -p "$OUT" "$BIN"
+rm -f "$OUT"/*.json "$OUT"/*.log
+
+# Ports of our own, away from the defaults other instances may be using.
+BUSBAR_AMQP=127.0.0.1:25672 BUSBAR_HTTP=127.0.0.1:25300
+RABBIT_PORT=25673 RABBIT_DIST=25674 EPMD_PORT=24369
+NATS_PORT=24222 PG_PORT=25432
+
+want() { case ",$ONLY," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# ---------------------------------------------------------------- processes
+BROKER_PID=""
+stop_broker() {
+	[ -n "$BROKER_PID" ] || return 0
+	if kill -0 "$BROKER_PID" 2>/dev/null; then
+		kill -TERM "$BROKER_PID" 2>/dev/null || true
+		for _ in $(seq 100); do kill -0 "$BROKER_PID" 2>/dev/null || break; sleep 0.2; done
+		kill -0 "$BROKER_PID" 2>/dev/null && kill -KILL "$BROKER_PID" 2>/dev/null || true
+	fi
+	BROKER_PID=""
+}
+EXTRA_STOP=""
+cleanup() {
+	[ -n "$EXTRA_STOP" ] && eval "$EXTRA_STOP" || true
+	stop_broker
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# wait_for CMD...: retry CMD for up to 60 s.
+wait_for() {
+	for _ in $(seq 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+	return 1
+}
+
+# ------------------------------------------------------------------ install
+install_pkgs() {
+	local missing=()
+	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" != 0 ]; then
+		echo "run.sh: missing packages ${missing[*]}; install them (apt-get install ${missing[*]}) or run as root" >&2
+		return 1
+	fi
+	log "apt-get install ${missing[*]}"
+	apt-get update -qq
+	# The packages' own services are not wanted: this script runs private instances.
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+log "building busbar, peerbench and benchreport"
+go build -o "$BIN/busbar" ./cmd/busbar
+(cd bench && go build -o "$BIN/peerbench" ./cmd/peerbench && go build -o "$BIN/benchreport" ./cmd/benchreport)
+
+# --------------------------------------------------------------- workloads
+# Each workload is a name and the flags both `busbar bench` and peerbench take.
+declare -A WL
+WL[1p1c]="--producers 1 --consumers 1 --inflight 16 --duration ${DURATION}s"
+WL[4p4c]="--producers 4 --consumers 4 --inflight 16 --duration ${DURATION}s"
+WL[keyed]="--keys $KEYS --per-key 10 --producers 4 --inflight 4 --batch 10 --consumers 4 --drain-timeout 300s"
+WL[rate1000]="--rate 1000 --producers 4 --inflight 16 --consumers 4 --duration ${DURATION}s"
+WL[rate5000]="--rate 5000 --producers 4 --inflight 16 --consumers 4 --duration ${DURATION}s"
+ORDER="1p1c 4p4c keyed rate1000 rate5000"
+
+# run_all SERIES CMD...: run every workload with CMD, writing JSON and logs.
+run_all() {
+	local series=$1; shift
+	for w in $ORDER; do
+		log "$series: $w"
+		# shellcheck disable=SC2086
+		if ! "$@" ${WL[$w]} --name "$w" --size 1024 --json --broker-pid "$BROKER_PID" \
+			>"$OUT/${series}__$w.json" 2> >(tee "$OUT/${series}__$w.log" | tail -n 3 >&2); then
+			echo "run.sh: $series $w failed (see $OUT/${series}__$w.log)" >&2
+			[ -s "$OUT/${series}__$w.json" ] || rm -f "$OUT/${series}__$w.json"
+		fi
+	done
+}
+
+# ------------------------------------------------------------------- busbar
+if want busbar; then
+	log "busbar: starting"
+	"$BIN/busbar" serve --data "$WORK/busbar" --amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP" \
+		--log-level warn >"$WORK/busbar.out" 2>"$WORK/busbar.err" &
+	BROKER_PID=$!
+	wait_for grep -q 'Endpoint=' "$WORK/busbar.out"
+	CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar.out" | head -n 1)
+	BB=("$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar $(git describe --always --dirty 2>/dev/null || echo dev)")
+	run_all busbar-sdk "${BB[@]}" --client sdk
+	run_all busbar-amqp "${BB[@]}" --client amqp
+	stop_broker
+fi
+
+# ----------------------------------------------------------------- rabbitmq
+if want rabbitmq && install_pkgs rabbitmq-server; then
+	log "rabbitmq: starting"
+	R=$WORK/rabbitmq
+	mkdir -p "$R/mnesia" "$R/log"
+	echo "[]." >"$R/enabled_plugins"
+	printf 'loopback_users = none\n' >"$R/rabbitmq.conf"
+	export RABBITMQ_NODENAME=bench@localhost RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
+		RABBITMQ_NODE_PORT=$RABBIT_PORT RABBITMQ_DIST_PORT=$RABBIT_DIST \
+		ERL_EPMD_PORT=$EPMD_PORT ERL_EPMD_ADDRESS=127.0.0.1 \
+		RABBITMQ_MNESIA_BASE=$R/mnesia RABBITMQ_LOG_BASE=$R/log \
+		RABBITMQ_ENABLED_PLUGINS_FILE=$R/enabled_plugins RABBITMQ_PID_FILE=$R/pid \
+		RABBITMQ_CONFIG_FILE=$R/rabbitmq ERL_CRASH_DUMP=$R/erl_crash.dump
+	HOME=$R /usr/lib/rabbitmq/bin/rabbitmq-server >"$R/server.out" 2>&1 &
+	LAUNCHER=$!
+	EXTRA_STOP="HOME=$R /usr/lib/rabbitmq/bin/rabbitmqctl -n bench@localhost stop >/dev/null 2>&1; kill $LAUNCHER 2>/dev/null; /usr/lib/erlang/bin/epmd -kill >/dev/null 2>&1"
+	wait_for test -s "$R/pid"
+	HOME=$R wait_for /usr/lib/rabbitmq/bin/rabbitmqctl -n bench@localhost await_startup
+	BROKER_PID=$(cat "$R/pid")
+	run_all rabbitmq "$BIN/peerbench" --broker rabbitmq --url "amqp://guest:guest@127.0.0.1:$RABBIT_PORT/"
+	eval "$EXTRA_STOP"
+	EXTRA_STOP=""
+	stop_broker
+fi
+
+# --------------------------------------------------------------------- nats
+if want nats; then
+	if [ ! -x "$BIN/nats-server-$NATS_VERSION" ]; then
+		log "nats: go install github.com/nats-io/nats-server/v2@$NATS_VERSION"
+		GOBIN=$WORK/gobin go install "github.com/nats-io/nats-server/v2@$NATS_VERSION"
+		mv "$WORK/gobin/nats-server" "$BIN/nats-server-$NATS_VERSION"
+	fi
+	for mode in default always; do
+		series=nats
+		sync=""
+		flag=""
+		if [ "$mode" = always ]; then series=nats-sync-always sync="sync_interval: always" flag=--nats-sync-always; fi
+		log "$series: starting"
+		N=$WORK/$series
+		mkdir -p "$N"
+		printf 'listen: 127.0.0.1:%s\njetstream {\n  store_dir: "%s"\n  %s\n}\n' "$NATS_PORT" "$N/js" "$sync" >"$N/nats.conf"
+		"$BIN/nats-server-$NATS_VERSION" -c "$N/nats.conf" >"$N/server.log" 2>&1 &
+		BROKER_PID=$!
+		wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT"
+		# shellcheck disable=SC2086
+		run_all "$series" "$BIN/peerbench" --broker nats --url "nats://127.0.0.1:$NATS_PORT" $flag
+		stop_broker
+	done
+fi
+
+# ----------------------------------------------------------------- postgres
+if want postgres && install_pkgs postgresql; then
+	PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+	P=$(mktemp -d /tmp/busbar-bench-pg.XXXXXX)
+	RUNAS=()
+	if [ "$(id -u)" = 0 ]; then chown postgres "$P"; RUNAS=(runuser -u postgres --); fi
+	log "postgres: initdb and start ($PGBIN)"
+	"${RUNAS[@]}" "$PGBIN/initdb" -D "$P/data" -U bench --auth=trust >"$P/initdb.log"
+	"${RUNAS[@]}" "$PGBIN/postgres" -D "$P/data" -p "$PG_PORT" -k "$P" -c listen_addresses=127.0.0.1 \
+		-c fsync=on -c synchronous_commit=on -c max_connections=200 >"$P/server.log" 2>&1 &
+	EXTRA_STOP="rm -rf $P"
+	wait_for psql -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'select 1'
+	BROKER_PID=$(head -n 1 "$P/data/postmaster.pid")
+	psql -q -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'CREATE DATABASE bench'
+	run_all postgres "$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable"
+	stop_broker # SIGTERM to the postmaster: a smart shutdown once the bench has disconnected
+	rm -rf "$P"
+	EXTRA_STOP=""
+fi
+
+# ------------------------------------------------------------------ report
+{
+	echo "### Machine"
+	echo
+	echo "- CPU: $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+	echo "- memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "- kernel: $(uname -r); disk under /tmp: $(df -T /tmp | awk 'NR==2 {print $2" on "$1}')"
+	echo "- go: $(go env GOVERSION); busbar: $(git describe --always --dirty 2>/dev/null || echo dev)"
+	echo "- rabbitmq-server: $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo none), erlang: $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo none)"
+	echo "- nats-server: $NATS_VERSION (go install); postgresql: $(dpkg-query -W -f '${Version}' postgresql 2>/dev/null || echo none)"
+	echo "- run: $(date -u +%Y-%m-%dT%H:%MZ), DURATION=${DURATION}s, KEYS=$KEYS, quick=$QUICK"
+	echo
+	NOTE="$(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), ${DURATION} s per timed run"
+	[ "$QUICK" = 1 ] && NOTE="QUICK SMOKE RUN (${DURATION} s per workload, noisy): not a measurement. $NOTE"
+	"$BIN/benchreport" --results "$OUT" --charts "$CHARTS" --note "$NOTE"
+} | tee "$OUT/tables.md"
+echo >&2
+echo "tables: $OUT/tables.md; charts: $CHARTS/throughput.png, $CHARTS/latency.png" >&2

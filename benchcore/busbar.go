@@ -1,0 +1,258 @@
+package benchcore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+// BusbarConfig configures the drivers that talk to Busbar (or any broker
+// speaking the Service Bus dialect).
+type BusbarConfig struct {
+	// ConnectionString is a Service Bus connection string; an emulator-style
+	// one (UseDevelopmentEmulator=true) means plain AMQP.
+	ConnectionString string
+	// Queue is the queue to use. With Create it is created for the run
+	// (replacing one of the same name) and deleted afterwards; empty with
+	// Create means a generated name.
+	Queue  string
+	Create bool
+	// AdminAddr is the management API's host:port for Create (default: the
+	// endpoint's host on port 5300), spoken over plain HTTP unless AdminTLS.
+	AdminAddr string
+	AdminTLS  bool
+	// ReceiveAndDelete settles on receipt; otherwise peek-lock and complete.
+	ReceiveAndDelete bool
+	// Prefetch is the most messages one receive asks for (default 100).
+	Prefetch int
+	// SessionIdle is how long a session consumer waits on an empty session
+	// before moving to the next (default 1 s); a session whose last message
+	// (marked by the engine) has been delivered is left at once.
+	SessionIdle time.Duration
+	// SessionPrefetch is the most messages one receive asks for on a
+	// session (default 1; see sessionReceiveOpts for why).
+	SessionPrefetch int
+	// ConcurrentSessions is how many sessions each consumer works on at
+	// once in keyed runs (default 8, the .NET session processor's default).
+	ConcurrentSessions int
+	// BrokerVersion labels reports, e.g. "busbar dev".
+	BrokerVersion string
+}
+
+func (c *BusbarConfig) defaults() {
+	if c.Prefetch <= 0 {
+		c.Prefetch = 100
+	}
+	if c.SessionPrefetch <= 0 {
+		c.SessionPrefetch = 1
+	}
+	if c.ConcurrentSessions <= 0 {
+		c.ConcurrentSessions = 8
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = time.Second
+	}
+	if c.BrokerVersion == "" {
+		c.BrokerVersion = "busbar"
+	}
+}
+
+// connInfo is the part of a connection string the drivers need.
+type connInfo struct {
+	host     string // host[:port] as written in the endpoint
+	emulator bool
+	keyName  string
+	key      string
+}
+
+// parseConnectionString reads a Service Bus connection string.
+func parseConnectionString(cs string) (connInfo, error) {
+	var ci connInfo
+	for _, part := range strings.Split(cs, ";") {
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			continue
+		}
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "endpoint":
+			u, err := url.Parse(strings.TrimSpace(v))
+			if err != nil {
+				return ci, fmt.Errorf("connection string: endpoint: %w", err)
+			}
+			ci.host = u.Host
+		case "sharedaccesskeyname":
+			ci.keyName = v
+		case "sharedaccesskey":
+			ci.key = v
+		case "usedevelopmentemulator":
+			ci.emulator = strings.EqualFold(strings.TrimSpace(v), "true") || strings.TrimSpace(v) == "1"
+		}
+	}
+	if ci.host == "" || ci.keyName == "" || ci.key == "" {
+		return ci, errors.New("connection string needs Endpoint, SharedAccessKeyName and SharedAccessKey")
+	}
+	return ci, nil
+}
+
+// adminAddr returns the management API's host:port.
+func (c *BusbarConfig) adminAddr(ci connInfo) string {
+	if c.AdminAddr != "" {
+		return c.AdminAddr
+	}
+	host := ci.host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return net.JoinHostPort(host, "5300")
+}
+
+// queueManager creates and deletes the run's queue through the management API.
+type queueManager struct {
+	cfg     *BusbarConfig
+	client  *admin.Client
+	created string
+	mu      sync.Mutex
+}
+
+// plainHTTP sends the admin client's https requests over plain HTTP, the
+// way the Service Bus emulator's own Go sample reaches its management port.
+type plainHTTP struct{ c *http.Client }
+
+// Do implements policy.Transporter.
+func (t plainHTTP) Do(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme = "http"
+	return t.c.Do(r)
+}
+
+func newQueueManager(cfg *BusbarConfig, ci connInfo) (*queueManager, error) {
+	cs := strings.Replace(cfg.ConnectionString, ci.host, cfg.adminAddr(ci), 1)
+	var opts admin.ClientOptions
+	if !cfg.AdminTLS {
+		opts.ClientOptions = azcore.ClientOptions{Transport: plainHTTP{&http.Client{Timeout: 30 * time.Second}}}
+	}
+	opts.Retry = policy.RetryOptions{MaxRetries: 2, RetryDelay: 200 * time.Millisecond}
+	c, err := admin.NewClientFromConnectionString(cs, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return &queueManager{cfg: cfg, client: c}, nil
+}
+
+// create makes a fresh queue for w and returns its name.
+func (m *queueManager) create(ctx context.Context, name string, w Workload) (string, error) {
+	if name == "" {
+		name = fmt.Sprintf("bench-%08x", newRunID())
+	}
+	if got, err := m.client.GetQueue(ctx, name, nil); err != nil {
+		return "", fmt.Errorf("get queue %s: %w", name, err)
+	} else if got != nil {
+		if _, err := m.client.DeleteQueue(ctx, name, nil); err != nil {
+			return "", fmt.Errorf("delete queue %s: %w", name, err)
+		}
+	}
+	keyed := w.Keyed()
+	lock := "PT1M"
+	props := &admin.QueueProperties{RequiresSession: &keyed, LockDuration: &lock}
+	if _, err := m.client.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: props}); err != nil {
+		return "", fmt.Errorf("create queue %s: %w", name, err)
+	}
+	m.mu.Lock()
+	m.created = name
+	m.mu.Unlock()
+	return name, nil
+}
+
+// cleanup deletes the queue create made, if any.
+func (m *queueManager) cleanup() error {
+	m.mu.Lock()
+	name := m.created
+	m.created = ""
+	m.mu.Unlock()
+	if name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := m.client.DeleteQueue(ctx, name, nil)
+	return err
+}
+
+// prepareQueue is Prepare shared by the Busbar drivers: it resolves the
+// queue's name, creating the queue when asked.
+func prepareQueue(ctx context.Context, cfg *BusbarConfig, ci connInfo, qm **queueManager, w Workload) (string, error) {
+	if !cfg.Create {
+		if cfg.Queue == "" {
+			return "", errors.New("name a queue (--queue) or let the bench create one (--create)")
+		}
+		return cfg.Queue, nil
+	}
+	if *qm == nil {
+		m, err := newQueueManager(cfg, ci)
+		if err != nil {
+			return "", err
+		}
+		*qm = m
+	}
+	if err := (*qm).cleanup(); err != nil {
+		return "", err
+	}
+	return (*qm).create(ctx, cfg.Queue, w)
+}
+
+// settler runs settlements (complete, accept) concurrently with receiving,
+// at most limit at a time, and remembers the first error.
+type settler struct {
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+	err  error
+}
+
+func newSettler(limit int) *settler { return &settler{sem: make(chan struct{}, limit)} }
+
+func (s *settler) do(f func() error) {
+	s.sem <- struct{}{}
+	s.wg.Add(1)
+	go func() {
+		defer func() { <-s.sem; s.wg.Done() }()
+		if err := f(); err != nil {
+			s.once.Do(func() { s.err = err })
+		}
+	}()
+}
+
+// wait waits for every settlement started and returns the first error.
+func (s *settler) wait() error {
+	s.wg.Wait()
+	return s.err
+}
+
+// runConcurrently runs n copies of loop until ctx ends or one of them
+// fails, and returns the first failure.
+func runConcurrently(ctx context.Context, n int, loop func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { errs <- loop(ctx) }()
+	}
+	var first error
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+			cancel()
+		}
+	}
+	return first
+}

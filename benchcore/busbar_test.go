@@ -1,0 +1,84 @@
+package benchcore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/busbartest"
+)
+
+func TestParseConnectionString(t *testing.T) {
+	ci, err := parseConnectionString("Endpoint=sb://127.0.0.1:25672;SharedAccessKeyName=Root;SharedAccessKey=abc=;UseDevelopmentEmulator=true;")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := connInfo{host: "127.0.0.1:25672", emulator: true, keyName: "Root", key: "abc="}
+	if ci != want {
+		t.Fatalf("parsed %+v, want %+v", ci, want)
+	}
+	cfg := BusbarConfig{}
+	if got := cfg.adminAddr(ci); got != "127.0.0.1:5300" {
+		t.Fatalf("admin address %q, want the endpoint's host on 5300", got)
+	}
+	if _, err := parseConnectionString("Endpoint=sb://x;SharedAccessKeyName=k"); err == nil {
+		t.Fatal("a connection string without a key must be refused")
+	}
+	if _, err := NewAMQPDriver(BusbarConfig{ConnectionString: "Endpoint=sb://x;SharedAccessKeyName=k;SharedAccessKey=v"}); err == nil {
+		t.Fatal("the lean client needs an emulator-style (plain AMQP) connection string")
+	}
+}
+
+// TestBusbarDrivers runs small workloads through both Busbar drivers
+// against an in-process broker, creating the queue over the management API.
+func TestBusbarDrivers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	s := busbartest.Start(t)
+	for _, client := range []string{"sdk", "amqp"} {
+		for _, c := range []struct {
+			name string
+			w    Workload
+			rad  bool
+		}{
+			{"peek-lock", Workload{Producers: 2, Consumers: 2, Inflight: 4, Count: 400, Size: 200}, false},
+			{"receive-and-delete", Workload{Producers: 1, Consumers: 1, Batch: 10, Count: 200}, true},
+			{"sessions", Workload{Producers: 2, Consumers: 3, Inflight: 2, Batch: 5, Keys: 12, PerKey: 5}, false},
+		} {
+			t.Run(client+"/"+c.name, func(t *testing.T) {
+				cfg := BusbarConfig{ConnectionString: s.ConnectionString(), Create: true,
+					AdminAddr: s.HTTPAddr().String(), ReceiveAndDelete: c.rad, SessionIdle: 300 * time.Millisecond}
+				var d Driver
+				var err error
+				if client == "sdk" {
+					d, err = NewSDKDriver(cfg)
+				} else {
+					d, err = NewAMQPDriver(cfg)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					if err := d.Close(); err != nil {
+						t.Errorf("close (deletes the queue): %v", err)
+					}
+				}()
+				c.w.DrainTimeout = 20 * time.Second
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				r, err := Run(ctx, c.w, d, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := c.w.Count
+				if c.w.Keyed() {
+					want = int64(c.w.Keys * c.w.PerKey)
+				}
+				if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want {
+					t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package benchcore
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CommonFlags are the flags every benchmark command shares: the workload,
+// output and CPU accounting. Register them on a FlagSet with Register.
+type CommonFlags struct {
+	W          Workload
+	JSON       bool
+	Quiet      bool
+	BrokerPIDs string
+}
+
+// Register adds the common flags to fs.
+func (f *CommonFlags) Register(fs *flag.FlagSet) {
+	w := &f.W
+	fs.StringVar(&w.Name, "name", "", "label for the workload in reports, e.g. 4p4c")
+	fs.IntVar(&w.Producers, "producers", 1, "number of producers (each its own connection)")
+	fs.IntVar(&w.Consumers, "consumers", 1, "number of consumers (each its own connection)")
+	fs.IntVar(&w.Inflight, "inflight", 1, "concurrent sends per producer, each waiting for its acknowledgement")
+	fs.IntVar(&w.Batch, "batch", 1, "messages per send call")
+	fs.IntVar(&w.Size, "size", 1024, fmt.Sprintf("message body size in bytes (at least %d)", HeaderSize))
+	fs.Int64Var(&w.Count, "count", 0, "messages to send (default 10,000 when no --duration)")
+	fs.DurationVar(&w.Duration, "duration", 0, "stop sending after this long, e.g. 30s")
+	fs.Float64Var(&w.Rate, "rate", 0, "offered load in msg/s on a fixed schedule (latency from the intended send time); 0 = open throttle")
+	fs.IntVar(&w.Keys, "keys", 0, "ordered keys (sessions on Busbar); with --per-key, a keyed run whose per-key FIFO is verified")
+	fs.IntVar(&w.PerKey, "per-key", 10, "messages per key in a keyed run")
+	fs.DurationVar(&w.DrainTimeout, "drain-timeout", 30*time.Second, "how long to wait for the last deliveries after sending ends")
+	fs.BoolVar(&f.JSON, "json", false, "print the result as JSON instead of a table")
+	fs.BoolVar(&f.Quiet, "quiet", false, "no progress lines on stderr")
+	fs.StringVar(&f.BrokerPIDs, "broker-pid", "", "comma-separated pids of the broker's processes, to record its CPU use (with descendants)")
+}
+
+// Workload returns the workload the flags describe, with defaults applied.
+func (f *CommonFlags) Workload() (Workload, error) {
+	w := f.W
+	if w.Count == 0 && w.Duration == 0 && w.Keys == 0 {
+		w.Count = 10000
+	}
+	return w.withDefaults()
+}
+
+// PIDs parses --broker-pid.
+func (f *CommonFlags) PIDs() ([]int, error) {
+	var pids []int
+	for _, s := range strings.Split(f.BrokerPIDs, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := strconv.Atoi(s)
+		if err != nil || p <= 0 {
+			return nil, fmt.Errorf("--broker-pid: %q is not a pid", s)
+		}
+		pids = append(pids, p)
+	}
+	return pids, nil
+}

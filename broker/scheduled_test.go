@@ -169,3 +169,28 @@ func TestFarFutureTimes(t *testing.T) {
 		t.Fatalf("after restart %+v", p)
 	}
 }
+
+// TestScheduleEachIsAtomic: messages scheduled together, each at its own
+// time, are all scheduled or none is.
+func TestScheduleEachIsAtomic(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{MaxMessageSizeInKilobytes: 1})
+	a := &Message{Body: []byte("a"), ScheduledEnqueueTime: t0.Add(time.Minute)}
+	b := &Message{Body: []byte("b"), ScheduledEnqueueTime: t0.Add(2 * time.Minute)}
+	tooBig := &Message{Body: make([]byte, 2048), ScheduledEnqueueTime: t0.Add(time.Minute)}
+	_, err := e.b.ScheduleEach(e.ctx, "q", []*Message{a, tooBig})
+	wantErr(t, err, ErrMessageSizeExceeded)
+	_, err = e.b.ScheduleEach(e.ctx, "q", []*Message{a, {Body: []byte("no time")}})
+	wantErr(t, err, ErrInvalidArgument)
+	if n := e.info("q").ScheduledMessageCount; n != 0 {
+		t.Fatalf("a refused schedule left %d scheduled messages", n)
+	}
+	seqs, err := e.b.ScheduleEach(e.ctx, "q", []*Message{a, b})
+	if err != nil || len(seqs) != 2 || seqs[0] >= seqs[1] {
+		t.Fatalf("ScheduleEach = %v, %v", seqs, err)
+	}
+	e.clk.Advance(time.Minute)
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "a")
+	e.clk.Advance(time.Minute)
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "b")
+}

@@ -125,7 +125,22 @@ func (b *Broker) Schedule(ctx context.Context, path string, at time.Time, msgs [
 		c.ScheduledEnqueueTime = at
 		sched[i] = &c
 	}
-	return b.send(ctx, path, sched)
+	return b.ScheduleEach(ctx, path, sched)
+}
+
+// ScheduleEach schedules msgs atomically, each at its own
+// ScheduledEnqueueTime (which must be set), and returns their sequence
+// numbers in order: all are scheduled, durably, or none is.
+func (b *Broker) ScheduleEach(ctx context.Context, path string, msgs []*Message) ([]int64, error) {
+	for i, m := range msgs {
+		if m == nil {
+			return nil, errorf(ErrInvalidArgument, "message %d is nil", i)
+		}
+		if m.ScheduledEnqueueTime.IsZero() {
+			return nil, errorf(ErrInvalidArgument, "message %d has no scheduled enqueue time", i)
+		}
+	}
+	return b.send(ctx, path, msgs)
 }
 
 func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int64, error) {

@@ -153,7 +153,7 @@ func (l *mgmtLink) schedule(ctx context.Context, req *request) (int32, any, erro
 	if !ok {
 		return 0, nil, badRequest("'messages' must be a list of maps")
 	}
-	seqs := make([]any, 0, len(items))
+	msgs := make([]*broker.Message, 0, len(items))
 	for i, it := range items {
 		mm, ok := it.(encoding.Map)
 		if !ok {
@@ -177,17 +177,19 @@ func (l *mgmtLink) schedule(ctx context.Context, req *request) (int32, any, erro
 		if pk, _ := fm.optStr("partition-key"); pk != "" {
 			m.PartitionKey = pk
 		}
-		at := m.ScheduledEnqueueTime
-		if at.IsZero() {
+		if m.ScheduledEnqueueTime.IsZero() {
 			return 0, nil, badRequest("'messages' element %d has no x-opt-scheduled-enqueue-time annotation", i)
 		}
-		s, err := l.c.h.b.Schedule(ctx, l.addr.Entity, at, []*broker.Message{m})
-		if err != nil {
-			return 0, nil, err
-		}
-		for _, x := range s {
-			seqs = append(seqs, x)
-		}
+		msgs = append(msgs, m)
+	}
+	// One request is one atomic schedule: all its messages or none.
+	s, err := l.c.h.b.ScheduleEach(ctx, l.addr.Entity, msgs)
+	if err != nil {
+		return 0, nil, err
+	}
+	seqs := make([]any, len(s))
+	for i, x := range s {
+		seqs[i] = x
 	}
 	return 200, entries("sequence-numbers", encoding.Array{Code: encoding.CodeLong, Elems: seqs}), nil
 }

@@ -216,7 +216,7 @@ func (s *Server) serve() error {
 		s.wg.Add(1)
 		go func(l net.Listener) {
 			defer s.wg.Done()
-			if err := s.amqp.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) {
+			if err := s.amqp.Serve(l); err != nil && !errors.Is(err, net.ErrClosed) && !errors.Is(err, amqp.ErrServerClosed) {
 				s.log.Error("AMQP listener stopped", "addr", l.Addr(), "err", err)
 			}
 		}(l)

@@ -42,3 +42,6 @@ fi
 
 log "go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...
+
+log "go test (bench/, a separate module)"
+(cd bench && go vet ./... && go test -count=1 ./...)

@@ -110,7 +110,15 @@ func (c *call) putEntity() error {
 
 func (c *call) putQueue(rd *reader) error {
 	name := c.rt.entity
-	in, set, err := decodeQueue(rd)
+	var cur broker.QueueProperties
+	if c.isUpdate() {
+		q, err := c.b().GetQueue(c.ctx(), name)
+		if err != nil {
+			return notFoundAs(err, "queue", name)
+		}
+		cur = q.Properties
+	}
+	p, _, err := decodeQueue(rd, cur)
 	if err == nil {
 		err = closeEntry(rd)
 	}
@@ -118,15 +126,11 @@ func (c *call) putQueue(rd *reader) error {
 		return err
 	}
 	if c.isUpdate() {
-		cur, err := c.b().GetQueue(c.ctx(), name)
-		if err != nil {
-			return notFoundAs(err, "queue", name)
-		}
-		if err := c.b().UpdateQueue(c.ctx(), name, mergeQueue(cur.Properties, in, set)); err != nil {
+		if err := c.b().UpdateQueue(c.ctx(), name, p); err != nil {
 			return err
 		}
 	} else {
-		if err := c.b().CreateQueue(c.ctx(), name, in); err != nil {
+		if err := c.b().CreateQueue(c.ctx(), name, p); err != nil {
 			return err
 		}
 		c.status = http.StatusCreated
@@ -142,7 +146,15 @@ func (c *call) putQueue(rd *reader) error {
 
 func (c *call) putTopic(rd *reader) error {
 	name := c.rt.entity
-	in, set, err := decodeTopic(rd)
+	var cur broker.TopicProperties
+	if c.isUpdate() {
+		t, err := c.b().GetTopic(c.ctx(), name)
+		if err != nil {
+			return notFoundAs(err, "topic", name)
+		}
+		cur = t.Properties
+	}
+	p, _, err := decodeTopic(rd, cur)
 	if err == nil {
 		err = closeEntry(rd)
 	}
@@ -150,15 +162,11 @@ func (c *call) putTopic(rd *reader) error {
 		return err
 	}
 	if c.isUpdate() {
-		cur, err := c.b().GetTopic(c.ctx(), name)
-		if err != nil {
-			return notFoundAs(err, "topic", name)
-		}
-		if err := c.b().UpdateTopic(c.ctx(), name, mergeTopic(cur.Properties, in, set)); err != nil {
+		if err := c.b().UpdateTopic(c.ctx(), name, p); err != nil {
 			return err
 		}
 	} else {
-		if err := c.b().CreateTopic(c.ctx(), name, in); err != nil {
+		if err := c.b().CreateTopic(c.ctx(), name, p); err != nil {
 			return err
 		}
 		c.status = http.StatusCreated
@@ -233,24 +241,29 @@ func (c *call) putSubscription() error {
 	if kind != "SubscriptionDescription" {
 		return badRequestf("PUT /%s needs a SubscriptionDescription, not %s", c.rt.subPath(), truncate(kind, 60))
 	}
-	in, set, err := decodeSubscription(rd)
+	t, s := c.rt.entity, c.rt.sub
+	var cur broker.SubscriptionProperties
+	if c.isUpdate() {
+		sub, err := c.b().GetSubscription(c.ctx(), t, s)
+		if err != nil {
+			return notFoundAs(err, "subscription", c.rt.subPath())
+		}
+		cur = sub.Properties
+	}
+	p, _, err := decodeSubscription(rd, cur)
 	if err == nil {
 		err = closeEntry(rd)
 	}
 	if err != nil {
 		return err
 	}
-	t, s := c.rt.entity, c.rt.sub
 	if c.isUpdate() {
-		cur, err := c.b().GetSubscription(c.ctx(), t, s)
-		if err != nil {
-			return notFoundAs(err, "subscription", c.rt.subPath())
-		}
-		if err := c.b().UpdateSubscription(c.ctx(), t, s, mergeSubscription(cur.Properties, in, set)); err != nil {
+		p.DefaultRule = nil // a DefaultRuleDescription applies at creation only, as in Service Bus
+		if err := c.b().UpdateSubscription(c.ctx(), t, s, p); err != nil {
 			return err
 		}
 	} else {
-		if err := c.b().CreateSubscription(c.ctx(), t, s, in); err != nil {
+		if err := c.b().CreateSubscription(c.ctx(), t, s, p); err != nil {
 			return err
 		}
 		c.status = http.StatusCreated

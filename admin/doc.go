@@ -12,7 +12,8 @@
 // clients map to their error types, and SAS authorization of every request
 // (the Manage right, audience = the request URL).
 //
-// It must not hold entity state of its own or touch the store: every change
-// goes through the broker's API (the Backend interface), so it is durable
-// and visible to connected AMQP clients at once. It knows nothing of AMQP.
+// It must not hold entity state of its own or touch the store (it only
+// reports the store's Stats on /metrics): every change goes through the
+// broker's API (the Backend interface), so it is durable and visible to
+// connected AMQP clients at once. It knows nothing of AMQP.
 package admin

@@ -16,14 +16,15 @@ import (
 // whatever decodes must survive Busbar's own rendering unchanged. Seeds are
 // in testdata/fuzz/<FuzzName>/.
 
-// decodeBody opens the entry and decodes the description with dec.
-func decodeBody[T any](body []byte, dec func(*reader) (T, fieldSet, error)) (T, fieldSet, error) {
+// decodeBody opens the entry and decodes the description with dec, over
+// the zero properties (as a create does).
+func decodeBody[T any](body []byte, dec func(*reader, T) (T, fieldSet, error)) (T, fieldSet, error) {
 	var zero T
 	r := newReader(bytes.NewReader(body))
 	if _, err := openEntry(r); err != nil {
 		return zero, nil, err
 	}
-	p, set, err := dec(r)
+	p, set, err := dec(r, zero)
 	if err == nil {
 		err = closeEntry(r)
 	}
@@ -128,7 +129,7 @@ func FuzzDecodeSubscription(f *testing.F) {
 	})
 }
 
-func decodeRuleDesc(r *reader) (broker.RuleProperties, fieldSet, error) {
+func decodeRuleDesc(r *reader, _ broker.RuleProperties) (broker.RuleProperties, fieldSet, error) {
 	rp, err := decodeRule(r, "RuleDescription")
 	return rp, nil, err
 }

@@ -39,41 +39,13 @@ func queueFields(p *broker.QueueProperties) fields {
 	}
 }
 
-// decodeQueue decodes the QueueDescription the reader is inside of.
-func decodeQueue(r *reader) (broker.QueueProperties, fieldSet, error) {
-	var p broker.QueueProperties
+// decodeQueue decodes the QueueDescription the reader is inside of over
+// base: the properties the description carries replace base's, the others
+// keep base's values (an update changes only what the client sent).
+func decodeQueue(r *reader, base broker.QueueProperties) (broker.QueueProperties, fieldSet, error) {
+	p := base
 	set, err := decodeFields(r, "QueueDescription", queueFields(&p))
 	return p, set, err
-}
-
-// mergeQueue overlays the properties present in set onto cur: an update
-// changes only what the client sent.
-func mergeQueue(cur, in broker.QueueProperties, set fieldSet) broker.QueueProperties {
-	out := cur
-	pick(set, "LockDuration", &out.LockDuration, in.LockDuration)
-	pick(set, "MaxSizeInMegabytes", &out.MaxSizeInMegabytes, in.MaxSizeInMegabytes)
-	pick(set, "RequiresDuplicateDetection", &out.RequiresDuplicateDetection, in.RequiresDuplicateDetection)
-	pick(set, "RequiresSession", &out.RequiresSession, in.RequiresSession)
-	pick(set, "DefaultMessageTimeToLive", &out.DefaultMessageTimeToLive, in.DefaultMessageTimeToLive)
-	pick(set, "DeadLetteringOnMessageExpiration", &out.DeadLetteringOnMessageExpiration, in.DeadLetteringOnMessageExpiration)
-	pick(set, "DuplicateDetectionHistoryTimeWindow", &out.DuplicateDetectionHistoryTimeWindow, in.DuplicateDetectionHistoryTimeWindow)
-	pick(set, "MaxDeliveryCount", &out.MaxDeliveryCount, in.MaxDeliveryCount)
-	pick(set, "EnableBatchedOperations", &out.EnableBatchedOperations, in.EnableBatchedOperations)
-	pick(set, "Status", &out.Status, in.Status)
-	pick(set, "AutoDeleteOnIdle", &out.AutoDeleteOnIdle, in.AutoDeleteOnIdle)
-	pick(set, "EnablePartitioning", &out.EnablePartitioning, in.EnablePartitioning)
-	pick(set, "ForwardTo", &out.ForwardTo, in.ForwardTo)
-	pick(set, "ForwardDeadLetteredMessagesTo", &out.ForwardDeadLetteredMessagesTo, in.ForwardDeadLetteredMessagesTo)
-	pick(set, "UserMetadata", &out.UserMetadata, in.UserMetadata)
-	pick(set, "MaxMessageSizeInKilobytes", &out.MaxMessageSizeInKilobytes, in.MaxMessageSizeInKilobytes)
-	return out
-}
-
-// pick sets *dst to v when the property name was sent.
-func pick[T any](set fieldSet, name string, dst *T, v T) {
-	if set[name] {
-		*dst = v
-	}
 }
 
 // writeQueue writes a QueueDescription in the service's element order.

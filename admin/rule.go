@@ -2,7 +2,6 @@ package admin
 
 import (
 	"encoding/xml"
-	"errors"
 
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/broker/filter"
@@ -138,10 +137,6 @@ func checkSQL(prop, expr string, action bool) error {
 		_, err = filter.ParseSQL(expr)
 	}
 	if err != nil {
-		var pe *filter.ParseError
-		if errors.As(err, &pe) {
-			return badRequestf("property %s: %v", prop, pe)
-		}
 		return badRequestf("property %s: %v", prop, err)
 	}
 	return nil

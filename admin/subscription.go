@@ -43,31 +43,11 @@ func subscriptionFields(p *broker.SubscriptionProperties) fields {
 }
 
 // decodeSubscription decodes the SubscriptionDescription the reader is
-// inside of.
-func decodeSubscription(r *reader) (broker.SubscriptionProperties, fieldSet, error) {
-	var p broker.SubscriptionProperties
+// inside of over base, as decodeQueue.
+func decodeSubscription(r *reader, base broker.SubscriptionProperties) (broker.SubscriptionProperties, fieldSet, error) {
+	p := base
 	set, err := decodeFields(r, "SubscriptionDescription", subscriptionFields(&p))
 	return p, set, err
-}
-
-// mergeSubscription overlays the properties present in set onto cur. A
-// DefaultRuleDescription applies at creation only, as in Service Bus.
-func mergeSubscription(cur, in broker.SubscriptionProperties, set fieldSet) broker.SubscriptionProperties {
-	out := cur
-	out.DefaultRule = nil
-	pick(set, "LockDuration", &out.LockDuration, in.LockDuration)
-	pick(set, "RequiresSession", &out.RequiresSession, in.RequiresSession)
-	pick(set, "DefaultMessageTimeToLive", &out.DefaultMessageTimeToLive, in.DefaultMessageTimeToLive)
-	pick(set, "DeadLetteringOnMessageExpiration", &out.DeadLetteringOnMessageExpiration, in.DeadLetteringOnMessageExpiration)
-	pick(set, "DeadLetteringOnFilterEvaluationExceptions", &out.DeadLetteringOnFilterEvaluationExceptions, in.DeadLetteringOnFilterEvaluationExceptions)
-	pick(set, "MaxDeliveryCount", &out.MaxDeliveryCount, in.MaxDeliveryCount)
-	pick(set, "EnableBatchedOperations", &out.EnableBatchedOperations, in.EnableBatchedOperations)
-	pick(set, "Status", &out.Status, in.Status)
-	pick(set, "ForwardTo", &out.ForwardTo, in.ForwardTo)
-	pick(set, "UserMetadata", &out.UserMetadata, in.UserMetadata)
-	pick(set, "ForwardDeadLetteredMessagesTo", &out.ForwardDeadLetteredMessagesTo, in.ForwardDeadLetteredMessagesTo)
-	pick(set, "AutoDeleteOnIdle", &out.AutoDeleteOnIdle, in.AutoDeleteOnIdle)
-	return out
 }
 
 // writeSubscription writes a SubscriptionDescription in the service's

@@ -37,28 +37,12 @@ func topicFields(p *broker.TopicProperties) fields {
 	}
 }
 
-// decodeTopic decodes the TopicDescription the reader is inside of.
-func decodeTopic(r *reader) (broker.TopicProperties, fieldSet, error) {
-	var p broker.TopicProperties
+// decodeTopic decodes the TopicDescription the reader is inside of over
+// base, as decodeQueue.
+func decodeTopic(r *reader, base broker.TopicProperties) (broker.TopicProperties, fieldSet, error) {
+	p := base
 	set, err := decodeFields(r, "TopicDescription", topicFields(&p))
 	return p, set, err
-}
-
-// mergeTopic overlays the properties present in set onto cur.
-func mergeTopic(cur, in broker.TopicProperties, set fieldSet) broker.TopicProperties {
-	out := cur
-	pick(set, "DefaultMessageTimeToLive", &out.DefaultMessageTimeToLive, in.DefaultMessageTimeToLive)
-	pick(set, "MaxSizeInMegabytes", &out.MaxSizeInMegabytes, in.MaxSizeInMegabytes)
-	pick(set, "RequiresDuplicateDetection", &out.RequiresDuplicateDetection, in.RequiresDuplicateDetection)
-	pick(set, "DuplicateDetectionHistoryTimeWindow", &out.DuplicateDetectionHistoryTimeWindow, in.DuplicateDetectionHistoryTimeWindow)
-	pick(set, "EnableBatchedOperations", &out.EnableBatchedOperations, in.EnableBatchedOperations)
-	pick(set, "Status", &out.Status, in.Status)
-	pick(set, "UserMetadata", &out.UserMetadata, in.UserMetadata)
-	pick(set, "SupportOrdering", &out.SupportOrdering, in.SupportOrdering)
-	pick(set, "AutoDeleteOnIdle", &out.AutoDeleteOnIdle, in.AutoDeleteOnIdle)
-	pick(set, "EnablePartitioning", &out.EnablePartitioning, in.EnablePartitioning)
-	pick(set, "MaxMessageSizeInKilobytes", &out.MaxMessageSizeInKilobytes, in.MaxMessageSizeInKilobytes)
-	return out
 }
 
 // filterCounts are a topic's SQL and correlation filters over all its

@@ -21,6 +21,12 @@ const descAttrs = ` xmlns="http://schemas.microsoft.com/netservices/2010/10/serv
 
 func decodeQueueString(t *testing.T, body string) (broker.QueueProperties, fieldSet, error) {
 	t.Helper()
+	return decodeQueueStringOver(t, broker.QueueProperties{}, body)
+}
+
+// decodeQueueStringOver decodes body over base, as an update does.
+func decodeQueueStringOver(t *testing.T, base broker.QueueProperties, body string) (broker.QueueProperties, fieldSet, error) {
+	t.Helper()
 	r := newReader(strings.NewReader(body))
 	se, err := openEntry(r)
 	if err != nil {
@@ -29,7 +35,7 @@ func decodeQueueString(t *testing.T, body string) (broker.QueueProperties, field
 	if se.Name.Local != "QueueDescription" {
 		t.Fatalf("description = %s", se.Name.Local)
 	}
-	p, set, err := decodeQueue(r)
+	p, set, err := decodeQueue(r, base)
 	if err == nil {
 		err = closeEntry(r)
 	}
@@ -142,13 +148,15 @@ func TestDecodeNilPropertyIsAbsent(t *testing.T) {
 	}
 }
 
-func TestMergeQueueKeepsUnsentProperties(t *testing.T) {
+func TestDecodeOverKeepsUnsentProperties(t *testing.T) {
 	cur := broker.QueueProperties{LockDuration: time.Minute, MaxDeliveryCount: 10, UserMetadata: "old", ForwardTo: "f"}
-	in := broker.QueueProperties{MaxDeliveryCount: 3, UserMetadata: ""}
-	got := mergeQueue(cur, in, fieldSet{"MaxDeliveryCount": true, "UserMetadata": true})
+	got, _, err := decodeQueueStringOver(t, cur, entryOf(`<QueueDescription`+descAttrs+`><MaxDeliveryCount>3</MaxDeliveryCount><UserMetadata></UserMetadata><ForwardTo i:nil="true"/></QueueDescription>`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := broker.QueueProperties{LockDuration: time.Minute, MaxDeliveryCount: 3, ForwardTo: "f"}
 	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("merged %+v, want %+v", got, want)
+		t.Fatalf("decoded over %+v: %+v, want %+v", cur, got, want)
 	}
 }
 

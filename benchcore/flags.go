@@ -1,8 +1,11 @@
 package benchcore
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -60,4 +63,26 @@ func (f *CommonFlags) PIDs() ([]int, error) {
 		pids = append(pids, p)
 	}
 	return pids, nil
+}
+
+// RunAndReport runs w against d as the flags ask (progress lines on stderr
+// unless --quiet) and prints the result on stdout: a table, or JSON with
+// --json. The caller decides the exit status from the result's Verdict.
+func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, pids []int, stdout, stderr io.Writer) (*Result, error) {
+	opts := Options{BrokerPIDs: pids}
+	if !f.Quiet {
+		opts.Progress = stderr
+	}
+	r, err := Run(ctx, w, d, opts)
+	if err != nil {
+		return nil, err
+	}
+	if f.JSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(r)
+	} else {
+		r.WriteText(stdout)
+	}
+	return r, nil
 }

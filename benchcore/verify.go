@@ -132,7 +132,8 @@ func (v *Verifier) Deliver(h Header) Outcome {
 	return First
 }
 
-// SentCount and ReceivedCount return the distinct ids acknowledged and delivered so far.
+// SentCount returns the number of distinct messages of this run whose send
+// was acknowledged so far.
 func (v *Verifier) SentCount() int64 { return v.sentN.Load() }
 
 // ReceivedCount returns the number of distinct messages of this run delivered.

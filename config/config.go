@@ -158,9 +158,12 @@ type Policy struct {
 	Entity       string   `json:"Entity,omitempty"`
 }
 
-// Duration is an ISO 8601 duration in the file ("PT1M"); zero means unset.
+// Duration is an ISO 8601 duration in the file ("PT1M"). The zero Duration
+// is an absent property, which takes the broker's default.
 type Duration struct {
 	time.Duration
+	// Set reports whether the file gave the property, to tell an explicit
+	// "PT0S" from an absent one.
 	Set bool
 }
 

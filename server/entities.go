@@ -97,20 +97,12 @@ func upsert(create, update func() error) error {
 	return err
 }
 
-func boolOr(p *bool) bool {
-	return p != nil && *p
-}
-
-func int32Or(p *int32) int32 {
+// orZero returns *p, or the zero value (the broker's "default") when the
+// file left the property out.
+func orZero[T any](p *T) T {
 	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-func int64Or(p *int64) int64 {
-	if p == nil {
-		return 0
+		var zero T
+		return zero
 	}
 	return *p
 }
@@ -118,39 +110,39 @@ func int64Or(p *int64) int64 {
 func queueProps(c config.QueueProperties) broker.QueueProperties {
 	return broker.QueueProperties{
 		LockDuration:                        c.LockDuration.Duration,
-		MaxSizeInMegabytes:                  int64Or(c.MaxSizeInMegabytes),
-		RequiresDuplicateDetection:          boolOr(c.RequiresDuplicateDetection),
+		MaxSizeInMegabytes:                  orZero(c.MaxSizeInMegabytes),
+		RequiresDuplicateDetection:          orZero(c.RequiresDuplicateDetection),
 		DuplicateDetectionHistoryTimeWindow: dupWindow(c.DuplicateDetectionHistoryTimeWindow),
-		RequiresSession:                     boolOr(c.RequiresSession),
+		RequiresSession:                     orZero(c.RequiresSession),
 		DefaultMessageTimeToLive:            c.DefaultMessageTimeToLive.Duration,
-		DeadLetteringOnMessageExpiration:    boolOr(c.DeadLetteringOnMessageExpiration),
-		MaxDeliveryCount:                    int32Or(c.MaxDeliveryCount),
+		DeadLetteringOnMessageExpiration:    orZero(c.DeadLetteringOnMessageExpiration),
+		MaxDeliveryCount:                    orZero(c.MaxDeliveryCount),
 		ForwardTo:                           c.ForwardTo,
 		ForwardDeadLetteredMessagesTo:       c.ForwardDeadLetteredMessagesTo,
 		AutoDeleteOnIdle:                    c.AutoDeleteOnIdle.Duration,
-		MaxMessageSizeInKilobytes:           int64Or(c.MaxMessageSizeInKilobytes),
+		MaxMessageSizeInKilobytes:           orZero(c.MaxMessageSizeInKilobytes),
 	}
 }
 
 func topicProps(c config.TopicProperties) broker.TopicProperties {
 	return broker.TopicProperties{
-		MaxSizeInMegabytes:                  int64Or(c.MaxSizeInMegabytes),
-		RequiresDuplicateDetection:          boolOr(c.RequiresDuplicateDetection),
+		MaxSizeInMegabytes:                  orZero(c.MaxSizeInMegabytes),
+		RequiresDuplicateDetection:          orZero(c.RequiresDuplicateDetection),
 		DuplicateDetectionHistoryTimeWindow: dupWindow(c.DuplicateDetectionHistoryTimeWindow),
 		DefaultMessageTimeToLive:            c.DefaultMessageTimeToLive.Duration,
 		AutoDeleteOnIdle:                    c.AutoDeleteOnIdle.Duration,
-		MaxMessageSizeInKilobytes:           int64Or(c.MaxMessageSizeInKilobytes),
+		MaxMessageSizeInKilobytes:           orZero(c.MaxMessageSizeInKilobytes),
 	}
 }
 
 func subscriptionProps(c config.SubscriptionProperties) broker.SubscriptionProperties {
 	return broker.SubscriptionProperties{
 		LockDuration:                              c.LockDuration.Duration,
-		RequiresSession:                           boolOr(c.RequiresSession),
+		RequiresSession:                           orZero(c.RequiresSession),
 		DefaultMessageTimeToLive:                  c.DefaultMessageTimeToLive.Duration,
-		DeadLetteringOnMessageExpiration:          boolOr(c.DeadLetteringOnMessageExpiration),
-		DeadLetteringOnFilterEvaluationExceptions: boolOr(c.DeadLetteringOnFilterEvaluationExceptions),
-		MaxDeliveryCount:                          int32Or(c.MaxDeliveryCount),
+		DeadLetteringOnMessageExpiration:          orZero(c.DeadLetteringOnMessageExpiration),
+		DeadLetteringOnFilterEvaluationExceptions: orZero(c.DeadLetteringOnFilterEvaluationExceptions),
+		MaxDeliveryCount:                          orZero(c.MaxDeliveryCount),
 		ForwardTo:                                 c.ForwardTo,
 		ForwardDeadLetteredMessagesTo:             c.ForwardDeadLetteredMessagesTo,
 		AutoDeleteOnIdle:                          c.AutoDeleteOnIdle.Duration,

@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"cmp"
 	"crypto/rand"
 	"fmt"
 	"strings"
@@ -305,9 +306,9 @@ func compareOp(t *binaryNode, a, b value) (value, error) {
 		}
 		return boolValue(eq == (op == tEq)), nil
 	}
-	var cmp int
+	var order int
 	if (a.k == kInt32 || a.k == kInt64) && (b.k == kInt32 || b.k == kInt64) {
-		cmp = cmpInt(a.i, b.i)
+		order = cmp.Compare(a.i, b.i)
 	} else {
 		c, ok, err := orderValues(a, b)
 		if err != nil {
@@ -316,17 +317,17 @@ func compareOp(t *binaryNode, a, b value) (value, error) {
 		if !ok { // NaN is unordered: every ordering is false
 			return boolValue(false), nil
 		}
-		cmp = c
+		order = c
 	}
 	switch op {
 	case tLt:
-		return boolValue(cmp < 0), nil
+		return boolValue(order < 0), nil
 	case tLe:
-		return boolValue(cmp <= 0), nil
+		return boolValue(order <= 0), nil
 	case tGt:
-		return boolValue(cmp > 0), nil
+		return boolValue(order > 0), nil
 	}
-	return boolValue(cmp >= 0), nil
+	return boolValue(order >= 0), nil
 }
 
 func (c *compiler) compileArith(t *binaryNode) evalFn {

@@ -158,6 +158,26 @@ func checkValue(src string, n node) error {
 	return nil
 }
 
+// rightOperand consumes a binary operator, parses its right operand with
+// next and checks that both operands are of the kind the operator takes
+// (checkPredicate or checkValue).
+func (p *parser) rightOperand(l node, next func() (node, error), check func(string, node) error) (node, error) {
+	if err := p.advance(); err != nil {
+		return nil, err
+	}
+	r, err := next()
+	if err != nil {
+		return nil, err
+	}
+	if err := check(p.lex.src, l); err != nil {
+		return nil, err
+	}
+	if err := check(p.lex.src, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 func (p *parser) parseOr() (node, error) {
 	if err := p.enter(); err != nil {
 		return nil, err
@@ -168,17 +188,8 @@ func (p *parser) parseOr() (node, error) {
 		return nil, err
 	}
 	for p.tok.isKeyword("OR") {
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		r, err := p.parseAnd()
+		r, err := p.rightOperand(l, p.parseAnd, checkPredicate)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkPredicate(p.lex.src, l); err != nil {
-			return nil, err
-		}
-		if err := checkPredicate(p.lex.src, r); err != nil {
 			return nil, err
 		}
 		l = &binaryNode{logic: "OR", l: l, r: r}
@@ -192,17 +203,8 @@ func (p *parser) parseAnd() (node, error) {
 		return nil, err
 	}
 	for p.tok.isKeyword("AND") {
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		r, err := p.parseNot()
+		r, err := p.rightOperand(l, p.parseNot, checkPredicate)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkPredicate(p.lex.src, l); err != nil {
-			return nil, err
-		}
-		if err := checkPredicate(p.lex.src, r); err != nil {
 			return nil, err
 		}
 		l = &binaryNode{logic: "AND", l: l, r: r}
@@ -243,17 +245,8 @@ func (p *parser) parseComparison() (node, error) {
 	switch {
 	case compareOps[p.tok.kind]:
 		op := p.tok.kind
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		r, err := p.parseAdditive()
+		r, err := p.rightOperand(l, p.parseAdditive, checkValue)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkValue(src, l); err != nil {
-			return nil, err
-		}
-		if err := checkValue(src, r); err != nil {
 			return nil, err
 		}
 		return &binaryNode{op: op, l: l, r: r}, nil
@@ -369,17 +362,8 @@ func (p *parser) parseAdditive() (node, error) {
 	}
 	for p.tok.kind == tPlus || p.tok.kind == tMinus {
 		op := p.tok.kind
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		r, err := p.parseMultiplicative()
+		r, err := p.rightOperand(l, p.parseMultiplicative, checkValue)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkValue(p.lex.src, l); err != nil {
-			return nil, err
-		}
-		if err := checkValue(p.lex.src, r); err != nil {
 			return nil, err
 		}
 		l = &binaryNode{op: op, l: l, r: r}
@@ -394,17 +378,8 @@ func (p *parser) parseMultiplicative() (node, error) {
 	}
 	for p.tok.kind == tStar || p.tok.kind == tSlash || p.tok.kind == tPercent {
 		op := p.tok.kind
-		if err := p.advance(); err != nil {
-			return nil, err
-		}
-		r, err := p.parseUnary()
+		r, err := p.rightOperand(l, p.parseUnary, checkValue)
 		if err != nil {
-			return nil, err
-		}
-		if err := checkValue(p.lex.src, l); err != nil {
-			return nil, err
-		}
-		if err := checkValue(p.lex.src, r); err != nil {
 			return nil, err
 		}
 		l = &binaryNode{op: op, l: l, r: r}

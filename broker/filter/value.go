@@ -2,6 +2,7 @@ package filter
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -193,35 +194,19 @@ func compareNumbers(a, b value) (c int, ok bool) {
 	au, bu := a.isUnsigned(), b.isUnsigned()
 	switch {
 	case au && bu:
-		return cmpU(uint64(a.i), uint64(b.i)), true
+		return cmp.Compare(uint64(a.i), uint64(b.i)), true
 	case au && !bu:
 		if b.i < 0 {
 			return 1, true
 		}
-		return cmpU(uint64(a.i), uint64(b.i)), true
+		return cmp.Compare(uint64(a.i), uint64(b.i)), true
 	case !au && bu:
 		if a.i < 0 {
 			return -1, true
 		}
-		return cmpU(uint64(a.i), uint64(b.i)), true
+		return cmp.Compare(uint64(a.i), uint64(b.i)), true
 	}
-	switch {
-	case a.i < b.i:
-		return -1, true
-	case a.i > b.i:
-		return 1, true
-	}
-	return 0, true
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Compare(a.i, b.i), true
 }
 
 // promote returns the kind C#'s binary numeric promotion gives two numeric
@@ -372,21 +357,11 @@ func orderValues(a, b value) (c int, ok bool, err error) {
 	}
 	switch {
 	case a.k == kDuration && b.k == kDuration:
-		return cmpInt(a.i, b.i), true, nil
+		return cmp.Compare(a.i, b.i), true, nil
 	case a.k == kTime && b.k == kTime:
 		return a.x.(time.Time).Compare(b.x.(time.Time)), true, nil
 	}
 	return 0, false, fmt.Errorf("cannot order %s and %s", a.k.a(), b.k.a())
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // valuesEqual reports whether two Go property values are equal under the

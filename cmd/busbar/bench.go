@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -111,21 +110,10 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opts := benchcore.Options{BrokerPIDs: pids}
-	if !common.Quiet {
-		opts.Progress = stderr
-	}
-	r, err := benchcore.Run(ctx, w, d, opts)
+	r, err := common.RunAndReport(ctx, w, d, pids, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "busbar bench:", err)
 		return exitError
-	}
-	if common.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(r)
-	} else {
-		r.WriteText(stdout)
 	}
 	if !r.Verdict.OK {
 		return exitError

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,21 +72,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	opts := benchcore.Options{BrokerPIDs: pids}
-	if !common.Quiet {
-		opts.Progress = stderr
-	}
-	r, err := benchcore.Run(ctx, w, d, opts)
+	r, err := common.RunAndReport(ctx, w, d, pids, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerbench:", err)
 		return 1
-	}
-	if common.JSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(r)
-	} else {
-		r.WriteText(stdout)
 	}
 	if !r.Verdict.OK {
 		return 1

@@ -160,6 +160,10 @@ func decodeUint(b []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(b), nil
 }
 
+// newID returns a random version-4 UUID for the SQL newid() function, from
+// the same source as lock tokens.
+func (b *Broker) newID() [16]byte { return b.newToken() }
+
 // newToken returns a random version-4 UUID. A failing random source is a
 // fatal misconfiguration.
 func (b *Broker) newToken() LockToken {

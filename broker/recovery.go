@@ -100,7 +100,7 @@ func (b *Broker) recoverRules() error {
 		if err != nil {
 			return fmt.Errorf("rule record %x: %w", k, err)
 		}
-		r, err := compileRule(*rp)
+		r, err := compileRule(*rp, b.newID)
 		if err != nil {
 			return fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
 		}

@@ -17,8 +17,9 @@ type rule struct {
 
 const maxExpressionLength = 1024
 
-// compileRule validates and compiles a rule.
-func compileRule(p RuleProperties) (*rule, error) {
+// compileRule validates and compiles a rule. newID backs the SQL newid()
+// function, so that it draws on the broker's one source of randomness.
+func compileRule(p RuleProperties, newID func() [16]byte) (*rule, error) {
 	if err := validateChildName("rule", p.Name); err != nil {
 		return nil, err
 	}
@@ -39,7 +40,7 @@ func compileRule(p RuleProperties) (*rule, error) {
 		if err := checkValues(p.Filter.Parameters); err != nil {
 			return nil, errorf(ErrInvalidArgument, "rule %q: parameters: %v", p.Name, err)
 		}
-		r.filter = f.WithParameters(p.Filter.Parameters)
+		r.filter = f.WithParameters(p.Filter.Parameters).WithNewID(newID)
 	case FilterCorrelation:
 		c := p.Filter.Correlation
 		if err := checkValues(c.Properties); err != nil {
@@ -59,7 +60,7 @@ func compileRule(p RuleProperties) (*rule, error) {
 		if err != nil {
 			return nil, errorf(ErrInvalidArgument, "rule %q: action %q: %v", p.Name, p.Action, err)
 		}
-		r.action = a
+		r.action = a.WithNewID(newID)
 	}
 	return r, nil
 }
@@ -98,7 +99,7 @@ func (b *Broker) CreateSubscription(ctx context.Context, topic, name string, p S
 	}
 	now := b.now()
 	rp.CreatedAt = now
-	r, err := compileRule(rp)
+	r, err := compileRule(rp, b.newID)
 	if err != nil {
 		return err
 	}
@@ -167,7 +168,7 @@ func (b *Broker) UpdateRule(ctx context.Context, topic, sub string, p RuleProper
 // putRule adds a rule (replace false: the name must be new) or replaces one
 // (replace true: the name must exist).
 func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) error {
-	r, err := compileRule(p)
+	r, err := compileRule(p, b.newID)
 	if err != nil {
 		return err
 	}

@@ -264,3 +264,20 @@ func TestUpdateRuleReplacesInPlace(t *testing.T) {
 		t.Fatalf("updated action not applied: %v", got[0].Properties)
 	}
 }
+
+// TestNewIDDrawsOnTheBrokersRandomSource: newid() in a rule action uses the
+// broker's injected randomness, so a seeded broker is reproducible.
+func TestNewIDDrawsOnTheBrokersRandomSource(t *testing.T) {
+	ids := make([]any, 2)
+	for i := range ids {
+		e := newEnv(t) // seeded identically each time
+		e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+		e.sub("t", "s", SubscriptionProperties{DefaultRule: &RuleProperties{Name: "id", Action: "SET id = newid()"}})
+		e.send("t", msg("x"))
+		got := e.receive("t/Subscriptions/s", ReceiveAndDelete, 1)
+		ids[i] = got[0].Properties["id"]
+	}
+	if ids[0] == nil || ids[0] != ids[1] {
+		t.Fatalf("newid() gave %v and %v under the same seed; want the same non-nil id", ids[0], ids[1])
+	}
+}

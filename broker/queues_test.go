@@ -112,7 +112,7 @@ func TestSendAssignsSequenceNumbersAndIDs(t *testing.T) {
 			t.Fatalf("message %d has sequence number %d", i, m.SequenceNumber)
 		}
 	}
-	if got[0].MessageID == "" || len(got[0].MessageID) != 36 || got[1].MessageID != "mine" {
+	if len(got[0].MessageID) != 32 || strings.Trim(got[0].MessageID, "0123456789abcdef") != "" || got[1].MessageID != "mine" {
 		t.Fatalf("ids %q %q", got[0].MessageID, got[1].MessageID)
 	}
 	if !got[0].EnqueuedTime.Equal(t0) || !got[2].EnqueuedTime.Equal(t0.Add(time.Second)) {

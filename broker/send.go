@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"time"
 )
@@ -226,7 +227,9 @@ func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
 	m.PropertiesModified, m.SystemPropertiesModified = false, false
 	m.DeadLetterSource, m.EnqueueSequenceNumber = "", 0
 	if m.MessageID == "" {
-		m.MessageID = tx.b.newToken().String()
+		// Service Bus assigns "N"-formatted GUIDs: 32 hex digits.
+		tok := tx.b.newToken()
+		m.MessageID = hex.EncodeToString(tok[:])
 	}
 	ep := e.props()
 	if ep.DupDetection {

@@ -1,0 +1,104 @@
+package processor_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/busbartest"
+)
+
+func newClient(t testing.TB, srv *busbartest.Server) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+func send(t testing.TB, c *azservicebus.Client, to string, msgs ...*azservicebus.Message) {
+	t.Helper()
+	s, err := c.NewSender(to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, m := range msgs {
+		if err := s.SendMessage(ctx, m, nil); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+}
+
+func text(id, sessionID, body string) *azservicebus.Message {
+	m := &azservicebus.Message{MessageID: &id, Body: []byte(body)}
+	if sessionID != "" {
+		m.SessionID = &sessionID
+	}
+	return m
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// errs collects what a processor reports to OnError.
+type errs struct {
+	mu   sync.Mutex
+	list []error
+}
+
+func (e *errs) add(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, err)
+}
+
+func (e *errs) ops() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for _, err := range e.list {
+		out = append(out, fmt.Sprint(err))
+	}
+	return out
+}
+
+// runInBackground runs a processor's Run and returns a function that
+// closes it and returns Run's error.
+func runInBackground(t testing.TB, run func(context.Context) error, closeFn func(context.Context) error) (stop func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- run(context.Background()) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			if cerr := closeFn(ctx); cerr != nil {
+				err = cerr
+				return
+			}
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}

@@ -2,7 +2,8 @@
 # scripts/test.sh — run every Busbar test that needs only this repository and the
 # machine's toolchains. It installs what the tests need (Node peers from npm,
 # staticcheck from the Go module proxy) and then runs, in order:
-#   gofmt check, go vet, staticcheck, go test -race ./...
+#   gofmt check, go vet, staticcheck, a throwaway PostgreSQL (for the saga
+#   store), go test -race ./..., and the bench/ module's tests.
 # Usage: scripts/test.sh [extra go test flags, e.g. -run TestX]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,11 @@ if ! "$GOBIN/staticcheck" -version 2>/dev/null | grep -q "(${STATICCHECK_VERSION
   go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
 fi
 "$GOBIN/staticcheck" ./...
+
+log "postgres (for saga/sagapg)"
+eval "$(scripts/postgres.sh start)" # exports BUSBAR_TEST_POSTGRES_DSN
+export BUSBAR_REQUIRE_POSTGRES=1
+trap 'scripts/postgres.sh stop >/dev/null 2>&1 || true' EXIT
 
 log "go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...

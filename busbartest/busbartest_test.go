@@ -119,3 +119,20 @@ func TestRestartKeepsAcknowledgedMessages(t *testing.T) {
 		t.Fatalf("after restart, received %+v, %v", msgs, err)
 	}
 }
+
+// TestTokensSurviveAdvance: clients sign their tokens with the real clock,
+// so jumping the broker's fake clock days ahead must not expire them.
+func TestTokensSurviveAdvance(t *testing.T) {
+	srv := busbartest.Start(t, busbartest.WithFakeClock(time.Now()), busbartest.WithQueue("q", broker.QueueProperties{}))
+	srv.Advance(72 * time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := newClient(t, srv)
+	s, err := c.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("after three days")}, nil); err != nil {
+		t.Fatalf("SendMessage after Advance(72h): %v", err)
+	}
+}

@@ -21,8 +21,9 @@ type Options struct {
 	// credentials. nil disables authorization: every connection may do
 	// everything (the official emulator's behaviour).
 	Authorizer *sas.Authorizer
-	// Clock reads the time for token expiry; default the real clock. Use the
-	// broker's clock so that both agree.
+	// Clock reads the time for token expiry; default the real clock.
+	// Clients sign tokens with their wall clocks, so keep the real clock
+	// even when the broker runs on a fake one (busbartest).
 	Clock clock.Clock
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger

@@ -101,8 +101,8 @@ func TestResourcePath(t *testing.T) {
 		"amqp://localhost:5672/Orders/Subscriptions/S1": "orders/subscriptions/s1",
 		"sb://ns.servicebus.windows.net/":               "",
 		"https://localhost:5300/q1?api-version=2024-05": "q1",
-		"amqps://host":                                  "",
-		"/q1/":                                          "q1",
+		"amqps://host": "",
+		"/q1/":         "q1",
 	} {
 		if got := ResourcePath(in); got != want {
 			t.Errorf("ResourcePath(%q) = %q, want %q", in, got, want)

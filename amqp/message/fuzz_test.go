@@ -35,7 +35,7 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	inputs = append(inputs,
 		mustEncode(t, &Message{Header: &Header{Priority: 4}}),
 		mustEncode(t, &Message{Properties: &Properties{MessageID: encoding.UUID{1}, CorrelationID: uint64(7)},
-			Body: Body{Kind: BodyValue, Value: encoding.Map{{Key: "k", Value: encoding.List{int32(1)}}}},
+			Body:   Body{Kind: BodyValue, Value: encoding.Map{{Key: "k", Value: encoding.List{int32(1)}}}},
 			Footer: encoding.Annotations{uint64(1): "f"}}),
 		mustEncode(t, &Message{ApplicationProperties: map[string]any{"when": &encoding.Described{
 			Descriptor: encoding.Symbol("com.microsoft:datetime-offset"), Value: int64(1)}},

@@ -28,6 +28,11 @@
 // messages; cancelling Run's context instead cancels the handlers' contexts
 // too.
 //
+// Everything the processor times itself (lock renewal, MaxAutoLockRenewal,
+// retry backoff, the session idle timeout) runs on the Clock option, the
+// real clock by default; tests against busbartest pass the server's fake
+// clock and move it with Advance.
+//
 // The package is a client of the SDK only: it works the same against Busbar
 // and against Azure Service Bus.
 package processor

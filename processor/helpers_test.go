@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/busbartest"
+	"github.com/busbar-io/busbar/clock"
 )
 
 func newClient(t testing.TB, srv *busbartest.Server) *azservicebus.Client {
@@ -101,4 +102,53 @@ func runInBackground(t testing.TB, run func(context.Context) error, closeFn func
 	}
 	t.Cleanup(func() { _ = stop() })
 	return stop
+}
+
+// recordingClock is busbartest's fake clock, recording the delay of every
+// timer the processor arms on it, once the timer is armed.
+type recordingClock struct {
+	*clock.Fake
+	mu    sync.Mutex
+	armed []time.Duration
+}
+
+func (c *recordingClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	t := c.Fake.AfterFunc(d, f)
+	c.mu.Lock()
+	c.armed = append(c.armed, d)
+	c.mu.Unlock()
+	return t
+}
+
+// renewals returns the delays of the timers armed so far that are no longer
+// than lock: the lock-renewal timers (the session idle timer is longer).
+func (c *recordingClock) renewals(lock time.Duration) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Duration
+	for _, d := range c.armed {
+		if d <= lock {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// driveRenewals moves the fake clock from one lock renewal to the next, n
+// times, each time waiting for the processor to have renewed the lock and
+// armed its next renewal timer. It fails the test unless every timer is due
+// at half the lock duration, which holds only when each renewal gave the
+// lock a full lock duration again on the broker's clock.
+func driveRenewals(t *testing.T, c *recordingClock, lock time.Duration, n int) {
+	t.Helper()
+	for i := 0; i <= n; i++ {
+		eventually(t, fmt.Sprintf("lock renewal timer %d", i+1), func() bool { return len(c.renewals(lock)) > i })
+		d := c.renewals(lock)[i]
+		if d != lock/2 {
+			t.Fatalf("renewal timer %d armed for %v, want %v (half a renewed lock)", i+1, d, lock/2)
+		}
+		if i < n {
+			c.Advance(d)
+		}
+	}
 }

@@ -1,10 +1,13 @@
 package processor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/busbar-io/busbar/clock"
 )
 
 // Entity names what a processor receives from: a queue, or a subscription
@@ -131,20 +134,34 @@ type common struct {
 	retry      RetryPolicy
 	onError    func(error)
 	logger     *slog.Logger
-	now        func() time.Time
+	clock      clock.Clock
 }
 
-func newCommon(maxRenewal time.Duration, retry RetryPolicy, onError func(error), logger *slog.Logger, now func() time.Time) common {
+func newCommon(maxRenewal time.Duration, retry RetryPolicy, onError func(error), logger *slog.Logger, clk clock.Clock) common {
 	if maxRenewal == 0 {
 		maxRenewal = 5 * time.Minute
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if now == nil {
-		now = time.Now
+	if clk == nil {
+		clk = clock.Real()
 	}
-	return common{maxRenewal: maxRenewal, retry: retry, onError: onError, logger: logger, now: now}
+	return common{maxRenewal: maxRenewal, retry: retry, onError: onError, logger: logger, clock: clk}
+}
+
+// sleep waits d on the processor's clock, or until ctx is done; it reports
+// whether d elapsed.
+func (c *common) sleep(ctx context.Context, d time.Duration) bool {
+	fired := make(chan struct{})
+	t := c.clock.AfterFunc(d, func() { close(fired) })
+	select {
+	case <-fired:
+		return true
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	}
 }
 
 func (c *common) report(e *Error) {

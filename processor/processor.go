@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/clock"
 )
 
 // Handler handles one message. Returning nil completes the message; an
@@ -30,9 +31,13 @@ type Options struct {
 	OnError func(error)
 	// Logger logs the same failures (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock the broker's lock expiries are read against
-	// (default time.Now; tests on a fake broker clock pass its Now).
-	Now func() time.Time
+	// Clock is the processor's time (default clock.Real()): lock expiries
+	// are read against its Now, and lock renewal, MaxAutoLockRenewal, the
+	// retry backoff and the pause after a failed receive run on its timers.
+	// Tests on busbartest's fake clock pass srv.Clock(), so that renewal
+	// follows srv.Advance. Deadlines on the SDK's network calls (settling,
+	// closing) stay on real time.
+	Clock clock.Clock
 }
 
 // Processor receives messages from a queue or subscription without
@@ -58,7 +63,7 @@ func New(client *azservicebus.Client, entity Entity, handler Handler, o *Options
 		o = &Options{}
 	}
 	p := &Processor{client: client, entity: entity, handler: handler, calls: max(o.MaxConcurrentCalls, 1),
-		common: newCommon(o.MaxAutoLockRenewal, o.Retry, o.OnError, o.Logger, o.Now), life: newLife()}
+		common: newCommon(o.MaxAutoLockRenewal, o.Retry, o.OnError, o.Logger, o.Clock), life: newLife()}
 	return p, nil
 }
 
@@ -115,7 +120,7 @@ func (p *Processor) Run(ctx context.Context) error {
 				return p.exitErr(ctx)
 			}
 			p.report(&Error{Op: "receive", Entity: p.entity.String(), Err: err})
-			if !sleep(recvCtx, time.Second) {
+			if !p.sleep(recvCtx, time.Second) {
 				return p.exitErr(ctx)
 			}
 			continue
@@ -147,18 +152,6 @@ func lockedUntil(m *azservicebus.ReceivedMessage) time.Time {
 		return time.Time{}
 	}
 	return *m.LockedUntil
-}
-
-// sleep waits d or until ctx is done; it reports whether d elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // life is the start/stop machinery both processors share.

@@ -55,7 +55,10 @@ func TestCompletesEachMessageOnce(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
+	const calls = 4
 	var active, peak atomic.Int32
+	full := make(chan struct{}) // closed once calls handlers run at once
+	var once sync.Once
 	p, err := processor.New(c, processor.Queue("work"), func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		a := active.Add(1)
 		defer active.Add(-1)
@@ -65,16 +68,28 @@ func TestCompletesEachMessageOnce(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(time.Millisecond) // give the others a chance to overlap
+		if a == calls {
+			once.Do(func() { close(full) })
+		}
+		select { // the first handlers wait here until calls of them are active
+		case <-full:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 		mu.Lock()
 		seen[m.MessageID]++
 		mu.Unlock()
 		return nil
-	}, &processor.Options{MaxConcurrentCalls: 4})
+	}, &processor.Options{MaxConcurrentCalls: calls})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runInBackground(t, p.Run, p.Close)
+	select {
+	case <-full:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("only %d handlers ran at once, want %d", active.Load(), calls)
+	}
 	eventually(t, "all messages handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) == n })
 	eventually(t, "the queue to empty", func() bool { return activeCount(t, srv, "work") == 0 })
 	if err := stop(); err != nil {
@@ -85,8 +100,8 @@ func TestCompletesEachMessageOnce(t *testing.T) {
 			t.Errorf("message %s handled %d times", id, k)
 		}
 	}
-	if pk := peak.Load(); pk > 4 || pk < 1 {
-		t.Errorf("peak concurrency %d, want 1..4", pk)
+	if pk := peak.Load(); pk != calls {
+		t.Errorf("peak concurrency %d, want exactly MaxConcurrentCalls = %d", pk, calls)
 	}
 }
 
@@ -250,36 +265,35 @@ func TestRunContextCancellation(t *testing.T) {
 }
 
 // TestRenewsMessageLock holds a message across three lock durations of the
-// broker's fake clock; the processor keeps the lock, so completing works
-// and the message is not delivered again.
+// broker's fake clock, moved from one renewal to the next; the processor
+// keeps the lock, so completing works and the message is not delivered
+// again. With renewal off, no renewal timer is armed and the test fails.
 func TestRenewsMessageLock(t *testing.T) {
 	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
-	srv := busbartest.Start(t, busbartest.WithFakeClock(start), busbartest.WithQueue("work", broker.QueueProperties{LockDuration: 5 * time.Second}))
+	const lock = 5 * time.Second
+	srv := busbartest.Start(t, busbartest.WithFakeClock(start), busbartest.WithQueue("work", broker.QueueProperties{LockDuration: lock}))
 	c := newClient(t, srv)
 	send(t, c, "work", text("long", "", "x"))
 	var reported errs
 	var calls atomic.Int32
-	advanced := make(chan struct{})
+	release := make(chan struct{})
+	clk := &recordingClock{Fake: srv.Clock()}
 	p, err := processor.New(c, processor.Queue("work"), func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		calls.Add(1)
-		<-advanced
-		return nil
-	}, &processor.Options{
-		OnError: reported.add,
-		// Read the lock's expiry as if it were always nearly due, so the
-		// processor renews every few hundred milliseconds of real time.
-		Now: func() time.Time { return srv.Clock().Now().Add(4500 * time.Millisecond) },
-	})
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, &processor.Options{OnError: reported.add, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runInBackground(t, p.Run, p.Close)
 	eventually(t, "the handler to start", func() bool { return calls.Load() == 1 })
-	for range 3 {
-		time.Sleep(600 * time.Millisecond) // a few renewals of real time
-		srv.Advance(4 * time.Second)
-	}
-	close(advanced)
+	driveRenewals(t, clk, lock, 6) // 6 × 2.5 s: three lock durations
+	close(release)
 	eventually(t, "the queue to empty", func() bool { return activeCount(t, srv, "work") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)

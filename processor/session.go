@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/clock"
 )
 
 // Session is a session the SessionProcessor holds the lock of. It is valid
@@ -70,8 +71,13 @@ type SessionOptions struct {
 	OnSessionClose func(ctx context.Context, s *Session)
 	// Logger logs the same failures (default: discarded).
 	Logger *slog.Logger
-	// Now is the clock lock expiries are read against (default time.Now).
-	Now func() time.Time
+	// Clock is the processor's time (default clock.Real()): session lock
+	// expiries are read against its Now, and session lock renewal, the
+	// retry backoff, SessionIdleTimeout and the pause after a failed accept
+	// run on its timers. Tests on busbartest's fake clock pass srv.Clock().
+	// AcceptTimeout and the deadlines on settling and closing bound the
+	// SDK's network calls and stay on real time.
+	Clock clock.Clock
 }
 
 // SessionProcessor accepts sessions of a session-enabled queue or
@@ -109,7 +115,7 @@ func NewSession(client *azservicebus.Client, entity Entity, handler SessionHandl
 		accept:   o.AcceptTimeout,
 		onOpen:   o.OnSessionOpen,
 		onClose:  o.OnSessionClose,
-		common:   newCommon(o.MaxAutoLockRenewal, o.Retry, o.OnError, o.Logger, o.Now),
+		common:   newCommon(o.MaxAutoLockRenewal, o.Retry, o.OnError, o.Logger, o.Clock),
 		life:     newLife(),
 	}
 	if o.MaxConcurrentSessions > 0 {
@@ -175,7 +181,7 @@ func (p *SessionProcessor) work(recvCtx, hctx context.Context) {
 				continue // no session was available in time
 			}
 			p.report(&Error{Op: "accept", Entity: p.entity.String(), Err: err})
-			if !sleep(recvCtx, time.Second) {
+			if !p.sleep(recvCtx, time.Second) {
 				return
 			}
 			continue
@@ -203,10 +209,12 @@ func (p *SessionProcessor) serve(recvCtx, hctx context.Context, r *azservicebus.
 		p.onOpen(sctx, s)
 	}
 	for recvCtx.Err() == nil && sctx.Err() == nil {
-		rctx, stop := context.WithTimeout(recvCtx, p.idle)
+		rctx, stop := context.WithCancel(recvCtx)
+		idleTimer := p.clock.AfterFunc(p.idle, stop)
 		unhook := context.AfterFunc(sctx, stop)
 		msgs, err := r.ReceiveMessages(rctx, p.calls, nil)
 		unhook()
+		idleTimer.Stop()
 		idle := rctx.Err() != nil
 		stop()
 		if err != nil {

@@ -234,37 +234,37 @@ func TestSessionProcessorCloseReleasesSessions(t *testing.T) {
 }
 
 // TestRenewsSessionLock holds a session across three lock durations of the
-// broker's fake clock: the processor renews the session lock, so the
-// handler's message completes and is not delivered again.
+// broker's fake clock, moved from one renewal to the next: the processor
+// renews the session lock, so the handler's message completes and is not
+// delivered again. With renewal off, no renewal timer is armed and the test
+// fails.
 func TestRenewsSessionLock(t *testing.T) {
 	start := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	const lock = 5 * time.Second
 	srv := busbartest.Start(t, busbartest.WithFakeClock(start),
-		busbartest.WithQueue("q", broker.QueueProperties{RequiresSession: true, LockDuration: 5 * time.Second}))
+		busbartest.WithQueue("q", broker.QueueProperties{RequiresSession: true, LockDuration: lock}))
 	c := newClient(t, srv)
 	send(t, c, "q", text("long", "s", "x"))
 	var reported errs
 	var calls atomic.Int32
-	advanced := make(chan struct{})
+	release := make(chan struct{})
+	clk := &recordingClock{Fake: srv.Clock()}
 	p, err := processor.NewSession(c, processor.Queue("q"), func(ctx context.Context, s *processor.Session, m *azservicebus.ReceivedMessage) error {
 		calls.Add(1)
-		<-advanced
-		return ctx.Err()
-	}, &processor.SessionOptions{
-		OnError: reported.add,
-		// Read the lock's expiry as nearly due, so it is renewed every few
-		// hundred milliseconds of real time.
-		Now: func() time.Time { return srv.Clock().Now().Add(4500 * time.Millisecond) },
-	})
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, &processor.SessionOptions{OnError: reported.add, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runInBackground(t, p.Run, p.Close)
 	eventually(t, "the handler to start", func() bool { return calls.Load() == 1 })
-	for range 3 {
-		time.Sleep(600 * time.Millisecond) // a few renewals of real time
-		srv.Advance(4 * time.Second)
-	}
-	close(advanced)
+	driveRenewals(t, clk, lock, 6) // 6 × 2.5 s: three lock durations
+	close(release)
 	eventually(t, "the queue to empty", func() bool { return activeCount(t, srv, "q") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)

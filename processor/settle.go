@@ -59,12 +59,7 @@ func (c *common) process(ctx context.Context, s settler, m *azservicebus.Receive
 		c.report(&e)
 		if !dead && c.retry.Backoff != nil {
 			if d := c.retry.Backoff(int(m.DeliveryCount)); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-t.C:
-				case <-hctx.Done():
-					t.Stop()
-				}
+				c.sleep(hctx, d)
 			}
 		}
 	}
@@ -101,7 +96,9 @@ func (c *common) process(ctx context.Context, s settler, m *azservicebus.Receive
 
 // keepRenewed renews a lock, at half its remaining time, until stop is
 // called, ctx is done, renewal fails (lost is called) or, when bounded, the
-// processor's MaxAutoLockRenewal has elapsed.
+// processor's MaxAutoLockRenewal has elapsed. All of it is timed on the
+// processor's clock; a renewal (a network call) runs in keepRenewed's own
+// goroutine, never in the clock's timer function.
 func (c *common) keepRenewed(ctx context.Context, bounded bool, until func() time.Time, renew func(context.Context) error, lost func(error)) (stop func()) {
 	if c.maxRenewal < 0 {
 		return func() {}
@@ -110,18 +107,15 @@ func (c *common) keepRenewed(ctx context.Context, bounded bool, until func() tim
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		start := time.Now()
+		start := c.clock.Now()
 		for {
-			d := max(until().Sub(c.now())/2, minRenewDelay)
-			if bounded && time.Since(start)+d > c.maxRenewal {
+			now := c.clock.Now()
+			d := max(until().Sub(now)/2, minRenewDelay)
+			if bounded && now.Sub(start)+d > c.maxRenewal {
 				return
 			}
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !c.sleep(ctx, d) {
 				return
-			case <-t.C:
 			}
 			if err := renew(ctx); err != nil {
 				if ctx.Err() == nil {

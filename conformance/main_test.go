@@ -1,21 +1,17 @@
 package conformance
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/internal/serveproc"
 )
 
 // Environment variables the suite reads. docs/conformance.md describes them.
@@ -52,12 +48,12 @@ const (
 // fails with it (it names the step that failed and the child's stderr).
 var suite struct {
 	err      error
-	connStr  string // the data-plane connection string
-	adminCS  string // the connection string the admin client uses
-	adminTLS bool   // false: the admin client's requests are rewritten to plain HTTP
-	mode     string // "admin" or "config"
-	runID    string // makes entity names unique to this run
-	child    *child // nil when testing an external broker
+	connStr  string             // the data-plane connection string
+	adminCS  string             // the connection string the admin client uses
+	adminTLS bool               // false: the admin client's requests are rewritten to plain HTTP
+	mode     string             // "admin" or "config"
+	runID    string             // makes entity names unique to this run
+	child    *serveproc.Process // nil when testing an external broker
 	external bool
 	tmp      string // the harness's temporary directory
 }
@@ -82,8 +78,8 @@ func runSuite(m *testing.M) int {
 
 	code := m.Run()
 	if suite.child != nil {
-		if err := suite.child.stop(stopTimeout); err != nil {
-			fmt.Fprintf(os.Stderr, "conformance: stopping busbar: %v\n%s", err, suite.child.stderrTail())
+		if err := suite.child.Stop(stopTimeout); err != nil {
+			fmt.Fprintf(os.Stderr, "conformance: stopping busbar: %v\n%s", err, stderrTail(suite.child))
 			code = 1
 		}
 	}
@@ -121,19 +117,19 @@ func setUp(tmp string) error {
 			return err
 		}
 		suite.child = c
-		suite.connStr = c.connStr
-		suite.adminCS = replaceEndpoint(c.connStr, "sb://"+c.httpAddr)
+		suite.connStr = c.ConnectionString()
+		suite.adminCS = replaceEndpoint(c.ConnectionString(), "sb://"+c.HTTPAddr())
 		suite.mode = "admin"
 		perr := probeAdmin()
 		if perr == nil {
 			return nil
 		}
 		if mode == "admin" {
-			return fmt.Errorf("the management API at http://%s does not work: %w\n%s", c.httpAddr, perr, c.stderrTail())
+			return fmt.Errorf("the management API at http://%s does not work: %w\n%s", c.HTTPAddr(), perr, stderrTail(c))
 		}
 		fmt.Fprintf(os.Stderr, "conformance: the management API does not work (%v); restarting busbar with a --config file declaring the entities\n", perr)
-		if err := c.stop(stopTimeout); err != nil {
-			return fmt.Errorf("stopping the first busbar: %w\n%s", err, c.stderrTail())
+		if err := c.Stop(stopTimeout); err != nil {
+			return fmt.Errorf("stopping the first busbar: %w\n%s", err, stderrTail(c))
 		}
 		suite.child = nil
 	}
@@ -146,242 +142,53 @@ func setUp(tmp string) error {
 		return err
 	}
 	suite.child = c
-	suite.connStr = c.connStr
-	suite.adminCS = replaceEndpoint(c.connStr, "sb://"+c.httpAddr)
+	suite.connStr = c.ConnectionString()
+	suite.adminCS = replaceEndpoint(c.ConnectionString(), "sb://"+c.HTTPAddr())
 	suite.mode = "config"
 	return nil
 }
 
-// buildBusbar builds ./cmd/busbar of this module into bin.
+// buildBusbar builds ./cmd/busbar of this module into bin (with -race when
+// envRace is set).
 func buildBusbar(bin string) error {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		return err
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("building ./cmd/busbar: no go command on PATH: %w", err)
-	}
-	args := []string{"build", "-o", bin}
+	var flags []string
 	if os.Getenv(envRace) != "" {
-		args = append(args, "-race")
+		flags = append(flags, "-race")
 	}
-	args = append(args, "./cmd/busbar")
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goBin, args...)
-	cmd.Dir = root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("building ./cmd/busbar (go %s): %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return nil
+	return serveproc.Build(ctx, root, bin, flags...)
 }
 
-// child is a running `busbar serve`.
-type child struct {
-	cmd      *exec.Cmd
-	amqpAddr string
-	httpAddr string
-	connStr  string
-	stderr   *lockedBuffer
-	exited   chan struct{} // closed when the process has exited
-	waitErr  error         // valid once exited is closed
-}
-
-// startChild starts `busbar serve` on free loopback ports over dataDir
-// (with the config file cfg unless it is empty), reads the connection
-// string it prints and waits until its AMQP port accepts connections.
-func startChild(bin, dataDir, cfg string) (*child, error) {
-	amqpAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	httpAddr, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"serve", "--data", dataDir, "--amqp", amqpAddr, "--http", httpAddr, "--shutdown-timeout", "10s"}
-	if cfg != "" {
-		args = append(args, "--config", cfg)
-	}
+// startChild starts `busbar serve` on free loopback ports (AMQP and HTTP)
+// over dataDir, with the config file cfg unless it is empty, and returns
+// once it accepts connections.
+func startChild(bin, dataDir, cfg string) (*serveproc.Process, error) {
+	args := []string{"--shutdown-timeout", "10s"}
 	if lv := os.Getenv(envLogLevel); lv != "" {
 		args = append(args, "--log-level", lv)
 	}
-	c := &child{amqpAddr: amqpAddr, httpAddr: httpAddr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	c.cmd = exec.Command(bin, args...)
-	c.cmd.Env = childEnv()
-	dieWithParent(c.cmd)
-	var errOut io.Writer = c.stderr
+	opts := serveproc.Options{
+		Binary:       bin,
+		DataDir:      dataDir,
+		Config:       cfg,
+		HTTP:         true,
+		Args:         args,
+		StartTimeout: startTimeout,
+	}
 	if os.Getenv(envVerbose) != "" {
-		errOut = io.MultiWriter(c.stderr, os.Stderr)
+		opts.Verbose = os.Stderr
 	}
-	c.cmd.Stderr = errOut
-	stdout, err := c.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := c.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting busbar serve: %w", err)
-	}
-	found := make(chan string, 1)
-	go scanConnectionString(stdout, found)
-	go func() {
-		c.waitErr = c.cmd.Wait()
-		close(c.exited)
-	}()
-
-	deadline := time.NewTimer(startTimeout)
-	defer deadline.Stop()
-	select {
-	case cs := <-found:
-		c.connStr = cs
-	case <-c.exited:
-		return nil, fmt.Errorf("busbar serve %s exited before printing a connection string (%v); its stderr:\n%s",
-			strings.Join(args, " "), c.waitErr, c.stderr.String())
-	case <-deadline.C:
-		_ = c.kill()
-		return nil, fmt.Errorf("busbar serve %s printed no connection string within %v; its stderr:\n%s",
-			strings.Join(args, " "), startTimeout, c.stderr.String())
-	}
-	if err := waitForDial(amqpAddr, startTimeout, c.exited); err != nil {
-		_ = c.kill()
-		return nil, fmt.Errorf("busbar serve does not accept connections on %s: %v; its stderr:\n%s", amqpAddr, err, c.stderr.String())
-	}
-	return c, nil
-}
-
-// scanConnectionString reads the child's stdout and sends the line after
-// "Connection string:" to found. It keeps draining stdout afterwards.
-func scanConnectionString(r io.Reader, found chan<- string) {
-	sc := bufio.NewScanner(r)
-	next := false
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if os.Getenv(envVerbose) != "" {
-			fmt.Fprintln(os.Stderr, "busbar stdout:", line)
-		}
-		switch {
-		case next && line != "":
-			select {
-			case found <- line:
-			default:
-			}
-			next = false
-		case strings.HasPrefix(line, "Connection string:"):
-			if rest := strings.TrimSpace(strings.TrimPrefix(line, "Connection string:")); rest != "" {
-				select {
-				case found <- rest:
-				default:
-				}
-			} else {
-				next = true
-			}
-		}
-	}
-	_, _ = io.Copy(io.Discard, r)
-}
-
-// childEnv is this process's environment without BUSBAR_* variables, so a
-// developer's settings cannot change the child under test.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "BUSBAR_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// stop sends SIGTERM and checks that the child exits with status 0 within
-// timeout; past it the child is killed and an error returned.
-func (c *child) stop(timeout time.Duration) error {
-	select {
-	case <-c.exited:
-		return fmt.Errorf("busbar had already exited: %v", c.waitErr)
-	default:
-	}
-	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return fmt.Errorf("SIGTERM: %w", err)
-	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-c.exited:
-		if c.waitErr != nil {
-			return fmt.Errorf("busbar did not exit cleanly after SIGTERM: %w", c.waitErr)
-		}
-		return nil
-	case <-t.C:
-		_ = c.kill()
-		return fmt.Errorf("busbar did not exit within %v of SIGTERM (killed)", timeout)
-	}
-}
-
-func (c *child) kill() error {
-	err := c.cmd.Process.Kill()
-	<-c.exited
-	return err
+	return serveproc.Start(opts)
 }
 
 // stderrTail returns the end of the child's log, for failure messages.
-func (c *child) stderrTail() string {
-	const max = 8 << 10
-	s := c.stderr.String()
-	if len(s) > max {
-		s = "…" + s[len(s)-max:]
-	}
-	return "busbar stderr:\n" + s
-}
-
-// freeAddr returns a loopback address with a port free at the time of the
-// call.
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// waitForDial polls addr until a TCP connection succeeds, the deadline
-// passes or exited is closed.
-func waitForDial(addr string, limit time.Duration, exited <-chan struct{}) error {
-	deadline := time.Now().Add(limit)
-	for {
-		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return conn.Close()
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		select {
-		case <-exited:
-			return errors.New("the process exited")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+func stderrTail(c *serveproc.Process) string {
+	return "busbar output:\n" + c.LogTail(8<<10)
 }
 
 // connStringField returns the value of key in a connection string

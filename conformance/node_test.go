@@ -138,7 +138,7 @@ func brokerLogMark() int {
 	if suite.child == nil {
 		return 0
 	}
-	return len(suite.child.stderr.String())
+	return len(suite.child.Log())
 }
 
 // brokerErrorsSince returns the lines of the child broker's log written
@@ -148,7 +148,7 @@ func brokerErrorsSince(mark int) string {
 		return "(no child broker)"
 	}
 	var lines []string
-	for _, line := range strings.Split(suite.child.stderr.String()[mark:], "\n") {
+	for _, line := range strings.Split(suite.child.Log()[mark:], "\n") {
 		if strings.Contains(line, "detaching link") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
 			lines = append(lines, line)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/internal/serveproc"
 )
 
 const (
@@ -46,13 +48,13 @@ func TestCrash(t *testing.T) {
 	l := newLedger()
 
 	c := startChild(t, bin, data, cfg)
-	key := sharedAccessKey(c.connStr)
+	key := sharedAccessKey(c.ConnectionString())
 	if key == "" {
-		t.Fatalf("no SharedAccessKey in the connection string %q", c.connStr)
+		t.Fatalf("no SharedAccessKey in the connection string %q", c.ConnectionString())
 	}
 	for round := 1; round <= rounds; round++ {
 		began := time.Now()
-		ld := newLoad(l, c.connStr, sh)
+		ld := newLoad(l, c.ConnectionString(), sh)
 		ctx, cancel := context.WithCancel(context.Background())
 		ld.start(ctx, round)
 		select {
@@ -61,10 +63,10 @@ func TestCrash(t *testing.T) {
 			cancel()
 			report(t, l)
 			t.Fatalf("round %d: the load did not reach its kill condition in %v: %s\nbusbar's log:\n%s",
-				round, loadTimeout, ld.summary(), c.log.String())
+				round, loadTimeout, ld.summary(), c.Log())
 		}
 		ld.crashed.Store(true)
-		c.kill(t)
+		kill(t, c)
 		cancel()
 		waitWorkers(t, ld)
 		held := l.crashed()
@@ -72,7 +74,7 @@ func TestCrash(t *testing.T) {
 
 		restarted := time.Now()
 		c = startChild(t, bin, data, cfg)
-		if k := sharedAccessKey(c.connStr); k != key {
+		if k := sharedAccessKey(c.ConnectionString()); k != key {
 			t.Errorf("round %d: the root key changed across the restart: %q, then %q", round, key, k)
 		}
 		drain(t, l, c)
@@ -86,9 +88,9 @@ func TestCrash(t *testing.T) {
 		}
 		report(t, l)
 	}
-	c.terminate(t)
+	terminate(t, c)
 	if t.Failed() {
-		t.Logf("busbar's log since the last start:\n%s", c.log.String())
+		t.Logf("busbar's log since the last start:\n%s", c.Log())
 	}
 }
 
@@ -111,9 +113,9 @@ func waitWorkers(t *testing.T, ld *load) {
 // drain receives and completes everything in the queue until the queue is
 // empty, every scheduled message's time has passed and every message the
 // ledger requires has come back; then peeks to be sure nothing is left.
-func drain(t *testing.T, l *ledger, c *child) {
+func drain(t *testing.T, l *ledger, c *serveproc.Process) {
 	t.Helper()
-	client, err := azservicebus.NewClientFromConnectionString(c.connStr,
+	client, err := azservicebus.NewClientFromConnectionString(c.ConnectionString(),
 		&azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{RetryDelay: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -190,9 +192,9 @@ func peekAll(t *testing.T, client *azservicebus.Client, sq azservicebus.SubQueue
 // checkSessions accepts every session after the restart (which works at
 // once only because session locks died with the process) and checks its
 // state against the ledger.
-func checkSessions(t *testing.T, l *ledger, c *child, sessions int) {
+func checkSessions(t *testing.T, l *ledger, c *serveproc.Process, sessions int) {
 	t.Helper()
-	client, err := azservicebus.NewClientFromConnectionString(c.connStr, nil)
+	client, err := azservicebus.NewClientFromConnectionString(c.ConnectionString(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ type Conn struct {
 
 	outScratch []outcomeEvent // reader goroutine only: Outcome callbacks due
 	batched    []*Session     // sessions with work for endBatch
+	deferred   []*Session     // sessions with dispositions for the writer
 }
 
 // endBatch runs when the reader has consumed all buffered input and is
@@ -73,6 +74,29 @@ func (c *Conn) endBatch() {
 	c.mu.Unlock()
 }
 
+// deferLocked registers a session whose coalesced dispositions the writer
+// goroutine sends before its next write (see flushDeferred).
+func (c *Conn) deferLocked(s *Session) {
+	if !s.deferred {
+		s.deferred = true
+		c.deferred = append(c.deferred, s)
+	}
+	c.w.due()
+}
+
+// flushDeferred sends the dispositions held back by deferLocked; the
+// writer goroutine calls it.
+func (c *Conn) flushDeferred() {
+	c.mu.Lock()
+	for i, s := range c.deferred {
+		s.deferred = false
+		s.flushDispLocked()
+		c.deferred[i] = nil
+	}
+	c.deferred = c.deferred[:0]
+	c.mu.Unlock()
+}
+
 // batchLocked registers a session for endBatch.
 func (c *Conn) batchLocked(s *Session) {
 	if !s.batched {
@@ -91,6 +115,7 @@ func newConn(s *Server, nc net.Conn) *Conn {
 	}
 	c.rd = newFrameReader(nc, int(min(s.cfg.MaxFrameSize, 64<<10)), &c.stopping)
 	c.w = newWriter(nc, s.cfg.WriteBuffer, s.cfg.WriteTimeout)
+	c.w.flushDeferred = c.flushDeferred
 	return c
 }
 

@@ -94,7 +94,7 @@ func (r *Receiver) Settle(id uint32, state frames.DeliveryState) error {
 	if in, ok := s.unsettledIn[id]; !ok || in.r != r || in.outcomeSent {
 		return ErrUnknownDelivery
 	}
-	err := s.settleLocked(id, !r.second, state)
+	err := s.settleLocked(frames.RoleReceiver, id, !r.second, state)
 	if r.second {
 		s.unsettledIn[id] = inDelivery{r: r, outcomeSent: true} // the peer settles next
 		return err
@@ -105,35 +105,46 @@ func (r *Receiver) Settle(id uint32, state frames.DeliveryState) error {
 	return err
 }
 
-// settleLocked sends this end's disposition for an incoming delivery. While
-// the reader is handling a batch of frames (Settle called from a Transfer
-// callback), consecutive deliveries settled alike are coalesced into one
-// disposition covering their range, sent when the batch ends.
-func (s *Session) settleLocked(id uint32, settled bool, state frames.DeliveryState) error {
+// settleLocked queues this end's disposition for an incoming delivery
+// (role receiver) or for one it sent (role sender). Consecutive deliveries
+// settled alike are coalesced into one disposition covering their range:
+// while the reader is handling a batch of frames (Settle called from a
+// Transfer callback) it is sent when the batch ends; otherwise (Settle
+// called from another goroutine, typically once the store has the
+// delivery) the writer goroutine sends it right before its next write, so
+// that a worker settling a run of deliveries costs the peer one frame.
+func (s *Session) settleLocked(role frames.Role, id uint32, settled bool, state frames.DeliveryState) error {
 	c := s.c
 	dp := &s.dp
+	if role == frames.RoleSender {
+		dp = &s.sdp
+	}
 	if dp.active && id == dp.last+1 && settled == dp.settled && sameState(state, dp.state) {
 		dp.last = id
 		return nil
 	}
-	s.flushDispLocked()
-	if !c.busy.Load() {
-		s.disp = frames.Disposition{Role: frames.RoleReceiver, First: id, Settled: settled, State: state}
-		return c.send(s.outCh, &s.disp)
-	}
+	s.flushOneLocked(role, dp)
 	*dp = pendingDisp{active: true, first: id, last: id, settled: settled, state: state}
-	c.batchLocked(s)
+	if c.busy.Load() {
+		c.batchLocked(s)
+	} else {
+		c.deferLocked(s)
+	}
 	return nil
 }
 
-// flushDispLocked sends the coalesced disposition, if any. It must run
+// flushDispLocked sends the coalesced dispositions, if any. It must run
 // before any frame that ends the link or session the deliveries are on.
 func (s *Session) flushDispLocked() {
-	dp := &s.dp
+	s.flushOneLocked(frames.RoleReceiver, &s.dp)
+	s.flushOneLocked(frames.RoleSender, &s.sdp)
+}
+
+func (s *Session) flushOneLocked(role frames.Role, dp *pendingDisp) {
 	if !dp.active {
 		return
 	}
-	s.disp = frames.Disposition{Role: frames.RoleReceiver, First: dp.first, Settled: dp.settled, State: dp.state}
+	s.disp = frames.Disposition{Role: role, First: dp.first, Settled: dp.settled, State: dp.state}
 	if dp.last != dp.first {
 		s.dispLast = dp.last
 		s.disp.Last = &s.dispLast

@@ -85,8 +85,7 @@ func (s *Sender) Settle(id uint32, state frames.DeliveryState) error {
 	}
 	delete(sess.unsettledOut, id)
 	s.unsettled--
-	sess.disp = frames.Disposition{Role: frames.RoleSender, First: id, Settled: true, State: state}
-	return c.send(sess.outCh, &sess.disp)
+	return sess.settleLocked(frames.RoleSender, id, true, state)
 }
 
 // Credit returns the credit the peer has granted and this end not yet used.

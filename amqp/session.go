@@ -21,9 +21,11 @@ type Session struct {
 	value  atomic.Value
 
 	// Everything below is guarded by c.mu.
-	accepted bool // Handler.Begin accepted: End is due
-	batched  bool // in c.batched
-	dp       pendingDisp
+	accepted bool        // Handler.Begin accepted: End is due
+	batched  bool        // in c.batched
+	deferred bool        // in c.deferred
+	dp       pendingDisp // our dispositions as receiver, being coalesced
+	sdp      pendingDisp // ... as sender
 	endSent  bool
 	torn     bool
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/busbar-io/busbar/amqp/frames"
@@ -33,6 +34,15 @@ type writer struct {
 	spare   []byte    // the buffer the last Write used
 	err     error     // sticky: first write error or errWriterClosed
 	closing bool      // flush what is buffered, then stop
+	// draining: the goroutine is in flushDeferred, and frame does not
+	// wait for room (the room is made by that goroutine).
+	draining bool
+
+	// flushDeferred, when set, is called by the goroutine before it takes
+	// a batch if due was called since: it appends frames held back to be
+	// coalesced (the connection's dispositions).
+	flushDeferred func()
+	deferredDue   atomic.Bool
 
 	wake chan struct{} // capacity 1: buf became non-empty, or closing
 	done chan struct{} // closed when run returns
@@ -56,7 +66,7 @@ func newWriter(nc net.Conn, limit int, writeTimeout time.Duration) *writer {
 // and nil, or unlocked with the writer's sticky error.
 func (w *writer) reserve() error {
 	w.mu.Lock()
-	for len(w.buf) >= w.limit && w.err == nil && !w.closing {
+	for len(w.buf) >= w.limit && w.err == nil && !w.closing && !w.draining {
 		w.space.Wait()
 	}
 	if w.err != nil {
@@ -69,6 +79,15 @@ func (w *writer) reserve() error {
 		return errWriterClosed
 	}
 	return nil
+}
+
+// due asks the goroutine to call flushDeferred before its next write.
+func (w *writer) due() {
+	w.deferredDue.Store(true)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
 }
 
 // release signals the writer goroutine and unlocks.
@@ -134,7 +153,7 @@ func (w *writer) run() {
 	wrote := false
 	for {
 		w.mu.Lock()
-		for len(w.buf) == 0 && w.err == nil && !w.closing {
+		for len(w.buf) == 0 && !w.deferredDue.Load() && w.err == nil && !w.closing {
 			w.mu.Unlock()
 			select {
 			case <-w.wake:
@@ -147,6 +166,21 @@ func (w *writer) run() {
 				wrote = false
 			}
 			w.mu.Lock()
+		}
+		if w.deferredDue.Swap(false) && w.err == nil && w.flushDeferred != nil {
+			// Frames appended by flushDeferred go in this batch. It
+			// takes the connection's lock, under which producers may
+			// wait for room: let them append regardless meanwhile.
+			w.draining = true
+			w.space.Broadcast()
+			w.mu.Unlock()
+			w.flushDeferred()
+			w.mu.Lock()
+			w.draining = false
+			if len(w.buf) == 0 && !w.closing {
+				w.mu.Unlock()
+				continue
+			}
 		}
 		if w.err != nil || len(w.buf) == 0 {
 			if w.err == nil {

@@ -1,10 +1,12 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Under concurrent producers, consumers and settlements every message is
@@ -143,5 +145,78 @@ func TestConcurrentSessionsKeepFIFO(t *testing.T) {
 func (e *env) check(err error) {
 	if err != nil {
 		e.t.Error(err)
+	}
+}
+
+// Settlements made at once by many goroutines are combined into rounds;
+// each call still gets its own answer: a lost lock fails only its call.
+// Deliver settles synchronously, which must not wait on its own round.
+func TestConcurrentSettlementsGetTheirOwnAnswers(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{MaxDeliveryCount: 100})
+	const n = 400
+	for i := range n {
+		e.send("q", msg(fmt.Sprint(i)))
+	}
+	var settleErrs, lost, renewed sync.WaitGroup
+	var mu sync.Mutex
+	var fails []error
+	record := func(err error) {
+		if err != nil {
+			mu.Lock()
+			fails = append(fails, err)
+			mu.Unlock()
+		}
+	}
+	got := 0
+	var c *Consumer
+	c, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Deliver: func(m *Message) {
+		got++
+		switch got % 4 {
+		case 0: // synchronously, from Deliver
+			record(e.b.Complete(e.ctx, "q", m.LockToken))
+		case 1: // complete, then complete again: the second call's lock is lost
+			lost.Add(1)
+			go func() {
+				defer lost.Done()
+				record(e.b.Complete(e.ctx, "q", m.LockToken))
+				if err := e.b.Complete(e.ctx, "q", m.LockToken); !errors.Is(err, ErrLockLost) {
+					record(fmt.Errorf("second complete: %v, want ErrLockLost", err))
+				}
+			}()
+		case 2: // renew, then complete
+			renewed.Add(1)
+			go func() {
+				defer renewed.Done()
+				_, err := e.b.RenewLock(e.ctx, "q", m.LockToken)
+				record(err)
+				record(e.b.Complete(e.ctx, "q", m.LockToken))
+			}()
+		default:
+			settleErrs.Add(1)
+			go func() {
+				defer settleErrs.Done()
+				record(e.b.Complete(e.ctx, "q", m.LockToken))
+			}()
+		}
+		c.AddCredit(1)
+	}})
+	e.must(err)
+	for range 8 {
+		go c.AddCredit(8)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.info("q").TotalMessageCount != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	settleErrs.Wait()
+	lost.Wait()
+	renewed.Wait()
+	c.Close()
+	if len(fails) > 0 {
+		t.Fatalf("%d settlements failed, first: %v", len(fails), fails[0])
+	}
+	if ri := e.info("q"); ri.TotalMessageCount != 0 {
+		t.Fatalf("queue not empty: %+v", ri)
 	}
 }

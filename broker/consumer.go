@@ -47,6 +47,8 @@ type Consumer struct {
 	opts ConsumerOptions
 	path string
 
+	adding atomic.Int64 // credit added, not yet in credit (AddCredit)
+
 	// guarded by q.mu
 	credit int
 	closed bool
@@ -123,25 +125,43 @@ func (b *Broker) newConsumer(e *entity, p Path, o ConsumerOptions) *Consumer {
 func (c *Consumer) Path() string { return c.path }
 
 // AddCredit lets the broker deliver n more messages.
+//
+// Concurrent calls combine: n goes to an atomic counter, and only the call
+// that finds it at zero takes q.mu to apply everything added by then, so a
+// burst of AddCredit(1) from many goroutines costs a few holds of q.mu
+// instead of a queue on it.
 func (c *Consumer) AddCredit(n int) {
 	if n <= 0 {
 		return
 	}
+	if c.adding.Add(int64(n)) != int64(n) {
+		return // the call that found zero applies it
+	}
 	q := c.q
 	w := &work{q: q}
 	q.mu.Lock()
+	c.takeAdded()
 	if !c.closed {
-		c.credit += n
 		q.dispatch(w)
 	}
 	q.mu.Unlock()
 	c.b.finish(w)
 }
 
+// takeAdded moves credit added by AddCredit into credit; q.mu is held. The
+// call that added it still dispatches for it, after taking q.mu.
+func (c *Consumer) takeAdded() {
+	n := int(c.adding.Swap(0))
+	if !c.closed {
+		c.credit += n
+	}
+}
+
 // Credit returns the unused credit.
 func (c *Consumer) Credit() int {
 	c.q.mu.Lock()
 	defer c.q.mu.Unlock()
+	c.takeAdded()
 	return c.credit
 }
 
@@ -153,6 +173,7 @@ func (c *Consumer) Drain() int {
 	q := c.q
 	w := &work{q: q}
 	q.mu.Lock()
+	c.takeAdded() // credit added before Drain (an AddCredit still applying)
 	q.dispatch(w)
 	q.mu.Unlock()
 	c.b.finish(w)

@@ -30,6 +30,12 @@ type qstate struct {
 	size     int64       // bytes of all messages
 	reserved int64       // bytes of sends not yet committed
 	peak     int         // largest len(msgs) since msgs was last rebuilt
+
+	// Settlements waiting to be combined (settle.go). smu guards sq and
+	// taking; it is taken after mu or alone.
+	smu    sync.Mutex
+	sq     []*settleReq
+	taking bool // a caller will take sq once it holds mu
 }
 
 func newQState(b *Broker, e *entity) *qstate {

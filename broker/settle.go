@@ -186,6 +186,15 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 
 // settle runs op on the messages locked under tokens: all of them or, when
 // a token is not valid, none.
+//
+// Settlements of one queue are combined: a caller queues its request, and
+// when no other caller is about to take the queue it takes it itself,
+// once it holds q.mu, together with every request queued while it waited
+// for the lock. It applies them under that one hold of q.mu, commits all
+// their changes in one store batch and answers them. Many links (or many
+// goroutines) settling at once thus cost one lock and one commit per round
+// instead of per call and do not queue up on q.mu, while rounds still
+// overlap: the next one starts while this one waits for its commit.
 func (b *Broker) settle(path string, tokens []LockToken, op func(q *qstate, m *msgIdx, w *work) error) error {
 	if len(tokens) == 0 {
 		return errorf(ErrInvalidArgument, "no lock token")
@@ -195,31 +204,81 @@ func (b *Broker) settle(path string, tokens []LockToken, op func(q *qstate, m *m
 		return err
 	}
 	q := e.q
+	r := &settleReq{tokens: tokens, op: op, done: make(chan struct{}, 1)}
+	q.smu.Lock()
+	q.sq = append(q.sq, r)
+	take := !q.taking
+	q.taking = true
+	q.smu.Unlock()
+	if !take {
+		<-r.done
+		return r.err
+	}
+	b.settleRound(q, r)
+	return r.err
+}
+
+// settleReq is one settle call waiting for its round.
+type settleReq struct {
+	tokens []LockToken
+	op     func(q *qstate, m *msgIdx, w *work) error
+	err    error
+	done   chan struct{} // capacity 1: answered
+}
+
+// settleRound takes q.mu and then the queued settlements (self's
+// included), applies them as one unit of work, and answers them once the
+// deliveries the round caused are flushed.
+func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	w := &work{q: q}
 	q.mu.Lock()
-	ms := make([]*msgIdx, len(tokens))
-	for i, t := range tokens {
+	q.smu.Lock()
+	reqs := q.sq
+	q.sq = nil
+	q.taking = false // the next caller takes the next round
+	q.smu.Unlock()
+	moved := make([]bool, len(reqs))
+	for i, r := range reqs {
+		n := len(w.moves)
+		r.err = q.settleLocked(r, w)
+		moved[i] = len(w.moves) > n
+	}
+	q.mu.Unlock()
+	if err := b.finish(w); err != nil {
+		for i, r := range reqs {
+			if r.err == nil && (moved[i] || len(reqs) == 1) {
+				r.err = err
+			}
+		}
+	}
+	for _, r := range reqs {
+		if r != self {
+			r.done <- struct{}{}
+		}
+	}
+}
+
+// settleLocked checks r's tokens and runs its op on each message; q.mu is
+// held.
+func (q *qstate) settleLocked(r *settleReq, w *work) error {
+	ms := make([]*msgIdx, len(r.tokens))
+	for i, t := range r.tokens {
+		var err error
 		if ms[i], err = q.checkLock(t); err != nil {
-			q.mu.Unlock()
 			return err
 		}
 		for _, prev := range ms[:i] {
 			if prev == ms[i] {
-				q.mu.Unlock()
 				return errorf(ErrInvalidArgument, "lock token %v given twice", t)
 			}
 		}
 	}
 	for _, m := range ms {
-		if err = op(q, m, w); err != nil {
-			break
+		if err := r.op(q, m, w); err != nil {
+			return err
 		}
 	}
-	q.mu.Unlock()
-	if ferr := b.finish(w); err == nil {
-		err = ferr
-	}
-	return err
+	return nil
 }
 
 // checkLock returns the message locked under token; q.mu is held.

@@ -96,5 +96,10 @@ func benchSendReceiveComplete(b *testing.B, st store.Store) {
 		}()
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msg/s")
+	el := time.Since(start)
+	b.ReportMetric(float64(b.N)/el.Seconds(), "msg/s")
+	if s := st.Stats(); s.Syncs > 0 {
+		b.ReportMetric(float64(s.Commits)/float64(s.Syncs), "commits/sync")
+		b.ReportMetric(float64(s.Commits)/float64(b.N), "commits/msg")
+	}
 }

@@ -23,12 +23,18 @@ import (
 // the previous one is acknowledged). If the committer started the next fsync
 // with only the first of them, the rest would wait a whole fsync for the one
 // after, and groups would settle at about half the number of committers.
-// So, when Linger > 0 and the last group held k > 1 batches, the committer
-// waits until k batches are pending again or Linger has passed, whichever is
-// first. A lone producer (k = 1) never waits, and after a drop in load only
-// one group pays the Linger. Pebble's own commit pipeline (db.Set with
-// pebble.Sync) starts the next fsync at once; waiting for the returning
-// callers is what makes our groups close to the number of committers.
+// So, when Linger > 0, the committer expects the k batches of the last group
+// back, plus the p that queued during its fsync when p <= k (when p > k it
+// expects p: the group is growing anyway, and the released callers may be
+// done), and when it expects more than one it waits until that many are
+// pending or Linger has passed, whichever is first. A lone producer (k = 1,
+// p = 0) never waits, and after a drop in load only one group pays the
+// Linger. Counting p matters for two closed-loop callers (a link's sends
+// and its peer link's settlements): without it they would alternate, one
+// batch per fsync, each waiting for the other's fsync. Pebble's own commit
+// pipeline (db.Set with pebble.Sync) starts the next fsync at once; waiting
+// for the returning callers is what makes our groups close to the number of
+// committers.
 //
 // Invariants:
 //   - a caller's batch is encoded contiguously in one Pebble batch, which
@@ -173,22 +179,33 @@ func (c *committer) commitLoop() {
 	defer close(c.stopped)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
-	last := 0 // batches in the last group
+	expect := 0 // batches expected for the next group
 	for {
 		if !c.await(1, nil) {
 			return
 		}
-		if d := c.s.opts.Linger; d > 0 && last > 1 {
+		if d := c.s.opts.Linger; d > 0 && expect > 1 {
 			linger.Reset(d)
-			ok := c.await(last, linger.C)
+			ok := c.await(expect, linger.C)
 			linger.Stop() // Go 1.23+ timers: no stale value survives Stop
 			if !ok {
 				return
 			}
 		}
 		reqs, since := c.take()
-		last = len(reqs)
 		c.commitGroup(reqs, since)
+		// The callers just released come back, and join those that
+		// queued during the fsync; unless the latter outnumber them:
+		// then the next group is already larger than this one, and the
+		// released callers may well be done.
+		c.mu.Lock()
+		expect = len(reqs)
+		if p := len(c.pending); p <= expect {
+			expect += p
+		} else {
+			expect = p
+		}
+		c.mu.Unlock()
 	}
 }
 

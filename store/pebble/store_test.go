@@ -171,6 +171,40 @@ func TestLingerWaitsForReturningCallers(t *testing.T) {
 	}
 }
 
+func TestLingerJoinsAlternatingCallers(t *testing.T) {
+	// Two closed-loop callers, one behind the other's fsync: the committer
+	// expects the one released back and commits it with the one that
+	// waited, in one fsync, instead of alternating one batch per fsync.
+	gate := newGateFS()
+	hook := &commitHook{}
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: time.Hour, OnCommit: hook.onCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gate.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, k := range []string{"a0", "a1"} {
+			if err := commitOne(s, k); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	<-gate.entered // a0's fsync is in progress
+	wg.Go(func() {
+		if err := commitOne(s, "b0"); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, "b0 queued behind the sync", func() bool { return s.pendingLen() == 1 })
+	close(gate.release)
+	wg.Wait()
+	if calls := hook.calls(); !slices.Equal(calls, []int{1, 2}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 2]", calls)
+	}
+}
+
 func TestCloseEndsLinger(t *testing.T) {
 	gate := newGateFS()
 	s, err := Open(t.TempDir(), Options{fs: gate, Linger: time.Hour})

@@ -147,3 +147,39 @@ func TestDeferredAttachPipelinedFlowAndPeerDetach(t *testing.T) {
 		t.Fatalf("CompleteAttach after the peer detached: %v", err)
 	}
 }
+
+// earlyCompleter completes its deferred attach from another goroutine and
+// waits for that call to return before the callback returns ErrDeferAttach:
+// the answer arrives while the engine still runs the callback.
+type earlyCompleter struct {
+	*recorder
+	results chan error
+}
+
+func (e earlyCompleter) AttachSender(s *amqp.Sender) (amqp.SenderHandler, error) {
+	done := make(chan error, 1)
+	go func() { done <- s.CompleteAttach(e.recorder, nil) }()
+	e.results <- <-done
+	return nil, amqp.ErrDeferAttach
+}
+
+func TestDeferredAttachCompletedBeforeTheCallbackReturns(t *testing.T) {
+	h := earlyCompleter{newRecorder(), make(chan error, 1)}
+	addr := serve(t, amqp.NewServer(amqp.Config{Handler: h}))
+	ctx := testCtx(t)
+	c, err := goamqp.Dial(ctx, "amqp://"+addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sess.NewReceiver(ctx, "early", nil); err != nil {
+		t.Fatalf("attach completed early was never answered: %v", err)
+	}
+	if err := <-h.results; err != nil {
+		t.Fatalf("CompleteAttach during the callback = %v, want nil", err)
+	}
+}

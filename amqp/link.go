@@ -18,10 +18,12 @@ type link struct {
 	remote    *frames.Attach
 	reply     frames.Attach
 
-	attached   bool // the Handler accepted the link: Detach is due
-	pending    bool // the attach reply is deferred (ErrDeferAttach)
-	detachSent bool // no more frames from this end
-	torn       bool // callbacks queued, unsettled state dropped
+	attached   bool          // the Handler accepted the link: Detach is due
+	pending    bool          // the attach reply is deferred (ErrDeferAttach)
+	attaching  bool          // the Attach callback is running
+	early      *attachAnswer // CompleteAttach called while attaching
+	detachSent bool          // no more frames from this end
+	torn       bool          // callbacks queued, unsettled state dropped
 
 	snd *Sender // exactly one of snd and rcv is set
 	rcv *Receiver
@@ -159,6 +161,7 @@ func (s *Session) onAttach(a *frames.Attach) {
 		s.outHandles = append(s.outHandles, nil)
 	}
 	l := s.newLink(a, uint32(out))
+	l.attaching = true
 	s.links[a.Handle] = l
 	s.outHandles[out] = l
 	overHandles := uint64(out) > uint64(s.peerHandleMax)
@@ -182,6 +185,13 @@ func (s *Session) onAttach(a *frames.Attach) {
 		// is deferred.
 		l.snd.deliveryCount = l.reply.InitialDeliveryCount
 		l.snd.initialDC = l.reply.InitialDeliveryCount
+	}
+	l.attaching = false
+	if errors.Is(err, ErrDeferAttach) && l.early != nil {
+		// The application completed the attach from another goroutine
+		// before its callback returned: apply that answer now.
+		sh, rh, err = l.early.sh, l.early.rh, l.early.err
+		l.early = nil
 	}
 	if errors.Is(err, ErrDeferAttach) && !s.torn && !l.detachSent {
 		l.pending = true
@@ -276,10 +286,24 @@ func (l *link) refuseLocked(e *frames.Error) {
 	l.failLocked(e)
 }
 
+// attachAnswer is the application's answer to a deferred attach, kept when
+// it arrives before the Attach callback has returned ErrDeferAttach.
+type attachAnswer struct {
+	sh  SenderHandler
+	rh  ReceiverHandler
+	err error
+}
+
 // completeAttach completes a deferred attach (see ErrDeferAttach).
 func (l *link) completeAttach(sh SenderHandler, rh ReceiverHandler, err error) error {
 	c := l.sess.c
 	c.mu.Lock()
+	if !l.pending && l.attaching && l.early == nil && !l.torn && !l.detachSent {
+		// The callback that will return ErrDeferAttach is still running.
+		l.early = &attachAnswer{sh, rh, err}
+		c.mu.Unlock()
+		return nil
+	}
 	if !l.pending {
 		closed := l.torn || l.detachSent
 		c.mu.Unlock()

@@ -197,46 +197,15 @@ func (q *qstate) unlock(m *msgIdx) {
 // linkLock inserts m into the lock list, kept sorted by lockedUntil
 // (normally an append), and arms the list's deadline.
 func (q *qstate) linkLock(m *msgIdx) {
-	at := q.lockTail
-	for at != nil && at.lockedUntil > m.lockedUntil {
-		at = at.lprev
-	}
-	m.lprev = at
-	if at == nil {
-		m.lnext = q.lockHead
-		q.lockHead = m
-	} else {
-		m.lnext = at.lnext
-		at.lnext = m
-	}
-	if m.lnext == nil {
-		q.lockTail = m
-	} else {
-		m.lnext.lprev = m
-	}
-	if q.lockHead == m {
+	if linkSorted(&q.lockHead, &q.lockTail, m) {
 		q.b.wheel.set(&q.lockDL, m.lockedUntil)
 	}
 }
 
-func (q *qstate) unlinkLock(m *msgIdx) {
-	if m.lprev == nil {
-		if q.lockHead != m {
-			return
-		}
-		q.lockHead = m.lnext
-	} else {
-		m.lprev.lnext = m.lnext
-	}
-	if m.lnext == nil {
-		q.lockTail = m.lprev
-	} else {
-		m.lnext.lprev = m.lprev
-	}
-	m.lprev, m.lnext = nil, nil
-	// The list deadline is left armed: when it fires early it re-arms for
-	// the new head (cheaper than moving it on every settlement).
-}
+// unlinkLock removes m from the lock list. The list deadline is left armed:
+// when it fires early it re-arms for the new head (cheaper than moving it
+// on every settlement).
+func (q *qstate) unlinkLock(m *msgIdx) { unlinkSorted(&q.lockHead, &q.lockTail, m) }
 
 // maybeReady queues a session for accept-next when it has available
 // messages and no lock, handing it to a waiting acceptor if there is one.
@@ -265,46 +234,16 @@ func (q *qstate) nextReady() *session {
 	return nil
 }
 
-// linkSessionLock inserts s into the session-lock list.
+// linkSessionLock inserts s into the session-lock list, sorted by
+// lockedUntil, and arms the list's deadline when s is its new head.
 func (q *qstate) linkSessionLock(s *session) {
-	at := q.sessTail
-	for at != nil && at.lockedUntil > s.lockedUntil {
-		at = at.lprev
-	}
-	s.lprev = at
-	if at == nil {
-		s.lnext = q.sessHead
-		q.sessHead = s
-	} else {
-		s.lnext = at.lnext
-		at.lnext = s
-	}
-	if s.lnext == nil {
-		q.sessTail = s
-	} else {
-		s.lnext.lprev = s
-	}
-	if q.sessHead == s {
+	if linkSorted(&q.sessHead, &q.sessTail, s) {
 		q.b.wheel.set(&q.sessDL, s.lockedUntil)
 	}
 }
 
-func (q *qstate) unlinkSessionLock(s *session) {
-	if s.lprev == nil {
-		if q.sessHead != s {
-			return
-		}
-		q.sessHead = s.lnext
-	} else {
-		s.lprev.lnext = s.lnext
-	}
-	if s.lnext == nil {
-		q.sessTail = s.lprev
-	} else {
-		s.lnext.lprev = s.lprev
-	}
-	s.lprev, s.lnext = nil, nil
-}
+// unlinkSessionLock removes s from the session-lock list.
+func (q *qstate) unlinkSessionLock(s *session) { unlinkSorted(&q.sessHead, &q.sessTail, s) }
 
 // counts returns the runtime counts.
 func (q *qstate) counts(ri *RuntimeInfo) {

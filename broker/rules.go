@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"github.com/busbar-io/busbar/broker/filter"
@@ -180,12 +181,7 @@ func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	at := -1
-	for i, x := range s.rules {
-		if fold(x.p.Name) == fold(p.Name) {
-			at = i
-		}
-	}
+	at := ruleIndex(s.rules, p.Name)
 	switch {
 	case at >= 0 && !replace:
 		return errorf(ErrAlreadyExists, "subscription %q has a rule %q", s.path(), p.Name)
@@ -230,19 +226,23 @@ func (b *Broker) RemoveRule(ctx context.Context, topic, sub, name string) error 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, x := range s.rules {
-		if fold(x.p.Name) == fold(name) {
-			var bt batchBuf
-			bt.Delete(keyS(kRule, s.id, fold(name)))
-			if err := b.commit(&bt.Batch); err != nil {
-				return err
-			}
-			rules := append(append([]*rule(nil), s.rules[:i]...), s.rules[i+1:]...)
-			s.rules = rules
-			return nil
-		}
+	i := ruleIndex(s.rules, name)
+	if i < 0 {
+		return errorf(ErrNotFound, "subscription %q has no rule %q", s.path(), name)
 	}
-	return errorf(ErrNotFound, "subscription %q has no rule %q", s.path(), name)
+	var bt batchBuf
+	bt.Delete(keyS(kRule, s.id, fold(name)))
+	if err := b.commit(&bt.Batch); err != nil {
+		return err
+	}
+	s.rules = slices.Delete(slices.Clone(s.rules), i, i+1)
+	return nil
+}
+
+// ruleIndex returns the index of the rule named name (case-insensitively),
+// or -1.
+func ruleIndex(rules []*rule, name string) int {
+	return slices.IndexFunc(rules, func(r *rule) bool { return fold(r.p.Name) == fold(name) })
 }
 
 // ListRules lists a subscription's rules in name order.

@@ -38,21 +38,9 @@ busbar dlq list orders --json | jq -r '.[].deadLetterReason' | sort | uniq -c`}
 		fs.Int64Var(&from, "from-seq", 0, "start at this sequence number")
 		fs.IntVar(&count, "count", 100, "list at most this many messages")
 	}, func(s *dataSession, pos []string) error {
-		e, err := parseEntity(pos[0], sub)
+		msgs, err := s.peek(pos[0], sub, from, count, true)
 		if err != nil {
 			return err
-		}
-		if count < 1 {
-			return usageErrorf("--count must be at least 1")
-		}
-		r, err := s.receiver(e, azservicebus.ReceiveModePeekLock, true)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = r.Close(context.Background()) }()
-		msgs, err := peekMessages(s.ctx, r, from, count, nil)
-		if err != nil {
-			return fmt.Errorf("peeking the dead-letter queue of %s: %w", e, err)
 		}
 		return s.out.emit(messageViews(msgs), func(w io.Writer) {
 			messageTable(w, msgs, colSeq, colEnqueued, colID, colReason, colDesc, colSubject, colBody)

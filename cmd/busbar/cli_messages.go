@@ -341,21 +341,9 @@ busbar peek orders --dlq`}
 		fs.BoolVar(&dlq, "dlq", false, "peek the dead-letter queue")
 		fs.BoolVar(&raw, "body-only", false, "print only the bodies, one per line")
 	}, func(s *dataSession, pos []string) error {
-		e, err := parseEntity(pos[0], sub)
+		msgs, err := s.peek(pos[0], sub, from, count, dlq)
 		if err != nil {
 			return err
-		}
-		if count < 1 {
-			return usageErrorf("--count must be at least 1")
-		}
-		r, err := s.receiver(e, azservicebus.ReceiveModePeekLock, dlq)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = r.Close(context.Background()) }()
-		msgs, err := peekMessages(s.ctx, r, from, count, nil)
-		if err != nil {
-			return fmt.Errorf("peeking %s: %w", e, err)
 		}
 		if raw && !s.out.json {
 			return s.printReceived(msgs, true)
@@ -364,6 +352,33 @@ busbar peek orders --dlq`}
 			messageTable(w, msgs, colSeq, colState, colEnqueued, colID, colSession, colSubject, colBody)
 		})
 	})
+}
+
+// peek reads up to count messages of an entity (or its dead-letter queue)
+// from sequence number from, without locking them: the body of both
+// `peek` and `dlq list`.
+func (s *dataSession) peek(entity, sub string, from int64, count int, dlq bool) ([]*azservicebus.ReceivedMessage, error) {
+	e, err := parseEntity(entity, sub)
+	if err != nil {
+		return nil, err
+	}
+	if count < 1 {
+		return nil, usageErrorf("--count must be at least 1")
+	}
+	r, err := s.receiver(e, azservicebus.ReceiveModePeekLock, dlq)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.Close(context.Background()) }()
+	msgs, err := peekMessages(s.ctx, r, from, count, nil)
+	if err != nil {
+		what := e.String()
+		if dlq {
+			what = "the dead-letter queue of " + what
+		}
+		return nil, fmt.Errorf("peeking %s: %w", what, err)
+	}
+	return msgs, nil
 }
 
 // isTimeoutCode reports whether the broker answered with its timeout error,

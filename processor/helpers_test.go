@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,5 +151,44 @@ func driveRenewals(t *testing.T, c *recordingClock, lock time.Duration, n int) {
 		if i < n {
 			c.Advance(d)
 		}
+	}
+}
+
+// heldHandler counts its calls and holds each one until release is closed
+// or the call's context ends: a handler that outlives several locks.
+type heldHandler struct {
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func newHeldHandler() *heldHandler { return &heldHandler{release: make(chan struct{})} }
+
+func (h *heldHandler) hold(ctx context.Context) error {
+	h.calls.Add(1)
+	select {
+	case <-h.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// requireRenewedWhileHeld runs a processor whose handler is h over a queue
+// holding one message, drives six renewals (three lock durations) on clk,
+// then releases the handler and requires that the message was handled
+// once, completed, and that no error was reported.
+func requireRenewedWhileHeld(t *testing.T, srv *busbartest.Server, queue string, lock time.Duration,
+	clk *recordingClock, h *heldHandler, reported *errs, run, closeFn func(context.Context) error) {
+	t.Helper()
+	stop := runInBackground(t, run, closeFn)
+	eventually(t, "the handler to start", func() bool { return h.calls.Load() == 1 })
+	driveRenewals(t, clk, lock, 6) // 6 × lock/2: three lock durations
+	close(h.release)
+	eventually(t, "the queue to empty", func() bool { return activeCount(t, srv, queue) == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if h.calls.Load() != 1 || len(reported.ops()) != 0 {
+		t.Fatalf("handler called %d times, errors %q: want once, none", h.calls.Load(), reported.ops())
 	}
 }

@@ -246,30 +246,13 @@ func TestRenewsSessionLock(t *testing.T) {
 	c := newClient(t, srv)
 	send(t, c, "q", text("long", "s", "x"))
 	var reported errs
-	var calls atomic.Int32
-	release := make(chan struct{})
+	h := newHeldHandler()
 	clk := &recordingClock{Fake: srv.Clock()}
 	p, err := processor.NewSession(c, processor.Queue("q"), func(ctx context.Context, s *processor.Session, m *azservicebus.ReceivedMessage) error {
-		calls.Add(1)
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return h.hold(ctx)
 	}, &processor.SessionOptions{OnError: reported.add, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runInBackground(t, p.Run, p.Close)
-	eventually(t, "the handler to start", func() bool { return calls.Load() == 1 })
-	driveRenewals(t, clk, lock, 6) // 6 × 2.5 s: three lock durations
-	close(release)
-	eventually(t, "the queue to empty", func() bool { return activeCount(t, srv, "q") == 0 })
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if calls.Load() != 1 || len(reported.ops()) != 0 {
-		t.Fatalf("handler called %d times, errors %q: want once, none", calls.Load(), reported.ops())
-	}
+	requireRenewedWhileHeld(t, srv, "q", lock, clk, h, &reported, p.Run, p.Close)
 }

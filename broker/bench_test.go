@@ -281,12 +281,18 @@ func BenchmarkScheduled1M(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		// The probes fire within 2 s of base; a probe still missing long
+		// after is a lost scheduled message, not slowness.
+		deadline := time.Now().Add(time.Minute)
 		for {
 			mu.Lock()
 			k := len(late)
 			mu.Unlock()
 			if k == probes {
 				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d scheduled probes fired within a minute", k, probes)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

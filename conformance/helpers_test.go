@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"strings"
 	"testing"
 	"time"
@@ -242,17 +243,8 @@ func strValue(s *string) string {
 
 // waitUntil polls cond every interval until it returns true or limit
 // passes; it returns whether cond became true.
-func waitUntil(limit, interval time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(limit)
-	for {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(interval)
-	}
+func waitUntil(limit, _ time.Duration, cond func() bool) bool {
+	return poll.Wait(limit, cond)
 }
 
 // uniqueID returns a string unique to this run and test, for message and

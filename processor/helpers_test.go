@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,13 +51,7 @@ func text(id, sessionID, body string) *azservicebus.Message {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 20*time.Second, what, cond)
 }
 
 // errs collects what a processor reports to OnError.

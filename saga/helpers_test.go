@@ -3,6 +3,7 @@ package saga_test
 import (
 	"context"
 	"errors"
+	"github.com/busbar-io/busbar/internal/poll"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -248,19 +249,13 @@ func host[S any](t testing.TB, c *azservicebus.Client, sg *saga.Saga[S], o *proc
 
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	within(t, 30*time.Second, what, cond)
+	poll.Until(t, 30*time.Second, what, cond)
 }
 
 // within polls cond until it holds, failing the test after d.
 func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, d, what, cond)
 }
 
 // sessionState reads a session's state once no host holds it, on a

@@ -141,8 +141,8 @@ func (b *Broker) Close() error {
 
 func (b *Broker) now() time.Time { return b.clk.Now() }
 
-func (b *Broker) commit(bt *store.Batch) error {
-	if err := b.st.Commit(bt); err != nil {
+func (b *Broker) commit(ctx context.Context, bt *store.Batch) error {
+	if err := b.st.Commit(ctx, bt); err != nil {
 		return fmt.Errorf("store commit: %w", err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,9 +65,16 @@ type Consumer struct {
 }
 
 type outItem struct {
-	m  *Message
-	pc *pendingCommit
+	m    *Message
+	pc   *pendingCommit
+	lazy *lazyBody // m has only its broker fields: read the rest before delivering
 }
+
+// lazyBody names the stored message a delivery still needs. dispatch runs
+// under the queue's lock and never reads the store there: a message not in
+// the cache is read after the lock is released (receive-and-delete: before
+// its deletion is committed; peek-lock: when the delivery is flushed).
+type lazyBody struct{ eid, ref uint64 }
 
 // pendingCommit marks deliveries that wait for a store commit
 // (receive-and-delete) before they may be pushed.
@@ -232,9 +240,9 @@ func (c *Consumer) notifyLost(err error) {
 }
 
 // push queues a delivery; q.mu is held.
-func (c *Consumer) push(m *Message, pc *pendingCommit) {
+func (c *Consumer) push(m *Message, pc *pendingCommit, lazy *lazyBody) {
 	c.omu.Lock()
-	c.out = append(c.out, outItem{m, pc})
+	c.out = append(c.out, outItem{m, pc, lazy})
 	c.omu.Unlock()
 }
 
@@ -264,6 +272,15 @@ func (c *Consumer) flush() {
 		c.out[0] = outItem{}
 		c.out = c.out[1:]
 		c.omu.Unlock()
+		if it.lazy != nil {
+			if err := c.b.fill(it.m, it.lazy); err != nil {
+				// The message stays locked to this consumer until its lock
+				// expires, and is then delivered again.
+				c.b.log.Error("cannot read a message to deliver it", "entity", c.path, "seq", it.m.SequenceNumber, "err", err)
+				c.omu.Lock()
+				continue
+			}
+		}
 		c.opts.Deliver(it.m)
 		c.omu.Lock()
 	}
@@ -318,8 +335,10 @@ type work struct {
 }
 
 type rdItem struct {
-	m *msgIdx
-	c *Consumer
+	m    *msgIdx
+	c    *Consumer
+	out  *Message
+	lazy *lazyBody
 }
 
 func (w *work) addFlush(c *Consumer) {
@@ -372,14 +391,13 @@ func (q *qstate) nextWithCredit(sub Subqueue) *Consumer {
 
 // deliver hands m to c; q.mu is held.
 func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
-	base, err := q.load(m)
-	if err != nil {
-		q.b.log.Error("cannot read message; it stays unavailable until restart", "entity", q.ent.path(), "seq", m.seq, "err", err)
-		q.unavailable(m)
-		return
-	}
 	c.credit--
 	q.ent.accessed.Store(now)
+	var lazy *lazyBody
+	base := q.b.cache.get(cacheKey{q.ent.id, m.bodyRef})
+	if base == nil {
+		base, lazy = &Message{}, &lazyBody{q.ent.id, m.bodyRef}
+	}
 	out := q.stamp(base, m)
 	if c.opts.Mode == PeekLock {
 		until := now + int64(q.ent.props().LockDuration)
@@ -389,7 +407,7 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 		q.lock(m, c, until)
 		out.LockToken = m.token
 		out.LockedUntil = time.Unix(0, until).UTC()
-		c.push(out, nil)
+		c.push(out, nil, lazy)
 	} else {
 		q.unavailable(m)
 		m.pending = true
@@ -397,29 +415,48 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 		if w.pc == nil {
 			w.pc = &pendingCommit{}
 		}
-		w.rd = append(w.rd, rdItem{m, c})
-		c.push(out, w.pc)
+		w.rd = append(w.rd, rdItem{m: m, c: c, out: out, lazy: lazy})
+		c.push(out, w.pc, nil) // finishRD reads a lazy body before the deletion commits
 	}
 	w.addFlush(c)
 	q.b.obs.MessagesOut(q.ent.path(), 1)
 }
 
-// load returns the stored message (headers, properties, body) of m.
-func (q *qstate) load(m *msgIdx) (*Message, error) {
-	k := cacheKey{q.ent.id, m.bodyRef}
-	if c := q.b.cache.get(k); c != nil {
+// loadBody returns the stored message (headers, properties, body) with
+// body reference ref of entity eid, from the cache or the store. It must
+// not be called with a queue's lock held.
+func (b *Broker) loadBody(eid, ref uint64) (*Message, error) {
+	k := cacheKey{eid, ref}
+	if c := b.cache.get(k); c != nil {
 		return c, nil
 	}
-	rec, err := q.b.st.Get(key2(kBody, q.ent.id, m.bodyRef))
+	rec, err := b.st.Get(context.Background(), key2(kBody, eid, ref))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read message %d of entity %d: %w", ref, eid, err)
 	}
 	msg, err := decodeMessage(rec)
 	if err != nil {
 		return nil, err
 	}
-	q.b.cache.put(k, msg)
+	b.cache.put(k, msg)
 	return msg, nil
+}
+
+// fill completes a delivery stamped without its body (lazyBody).
+func (b *Broker) fill(out *Message, l *lazyBody) error {
+	base, err := b.loadBody(l.eid, l.ref)
+	if err != nil {
+		return err
+	}
+	full := *base
+	full.SequenceNumber, full.EnqueuedTime = out.SequenceNumber, out.EnqueuedTime
+	full.DeliveryCount, full.State, full.ExpiresAt = out.DeliveryCount, out.State, out.ExpiresAt
+	full.LockToken, full.LockedUntil = out.LockToken, out.LockedUntil
+	if !out.ScheduledEnqueueTime.IsZero() {
+		full.ScheduledEnqueueTime = out.ScheduledEnqueueTime
+	}
+	*out = full
+	return nil
 }
 
 // stamp returns a copy of base with m's broker fields.
@@ -470,7 +507,17 @@ func (b *Broker) finishRD(w *work) error {
 	rd, pc := w.rd, w.pc
 	bt := w.rdBt
 	w.rd, w.pc, w.rdBt = nil, nil, batchBuf{}
-	err := b.commit(&bt.Batch)
+	var err error
+	for _, it := range rd {
+		if it.lazy != nil {
+			if err = b.fill(it.out, it.lazy); err != nil {
+				break // none is deleted: the messages stay in the queue
+			}
+		}
+	}
+	if err == nil {
+		err = b.commit(context.Background(), &bt.Batch)
+	}
 	q := w.q
 	q.mu.Lock()
 	for _, it := range rd {
@@ -496,7 +543,11 @@ func (b *Broker) finishRD(w *work) error {
 			w.addFlush(it.c)
 		}
 	}
-	q.dispatch(w)
+	if err == nil {
+		// After a failure the messages wait for the next trigger (a send,
+		// credit, a settlement) rather than being retried in a loop here.
+		q.dispatch(w)
+	}
 	q.mu.Unlock()
 	return err
 }

@@ -35,7 +35,7 @@ func (b *Broker) CreateQueue(ctx context.Context, name string, p QueueProperties
 		return err
 	}
 	pp := fromQueue(p)
-	return b.createTop(kindQueue, name, pp)
+	return b.createTop(ctx, kindQueue, name, pp)
 }
 
 // CreateTopic creates a topic.
@@ -43,10 +43,10 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, p TopicProperties
 	if err := validateEntityName("topic", name); err != nil {
 		return err
 	}
-	return b.createTop(kindTopic, name, fromTopic(p))
+	return b.createTop(ctx, kindTopic, name, fromTopic(p))
 }
 
-func (b *Broker) createTop(k entityKind, name string, pp props) error {
+func (b *Broker) createTop(ctx context.Context, k entityKind, name string, pp props) error {
 	if err := pp.normalize(k, b.opts.MaxMessageSizeInKilobytes); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func (b *Broker) createTop(k entityKind, name string, pp props) error {
 	var bt batchBuf
 	bt.Set(key1(kEntity, rec.id), encodeEntity(rec))
 	bt.Set([]byte{kNamespace}, encodeUint(rec.id+1))
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	b.nextID++
@@ -154,7 +154,7 @@ func (b *Broker) onIdleDeadline(e *entity, now int64) {
 	if e.kind == kindSubscription {
 		err = b.DeleteSubscription(context.Background(), e.parent.name, e.name)
 	} else {
-		err = b.deleteTop(e.kind, e.name)
+		err = b.deleteTop(context.Background(), e.kind, e.name)
 	}
 	if err != nil {
 		b.log.Warn("auto-delete-on-idle failed", "entity", e.path(), "err", err)
@@ -166,21 +166,21 @@ func (b *Broker) onIdleDeadline(e *entity, now int64) {
 // UpdateQueue replaces a queue's properties. RequiresSession and
 // RequiresDuplicateDetection cannot change, as in Service Bus.
 func (b *Broker) UpdateQueue(ctx context.Context, name string, p QueueProperties) error {
-	return b.update(kindQueue, name, "", fromQueue(p))
+	return b.update(ctx, kindQueue, name, "", fromQueue(p))
 }
 
 // UpdateTopic replaces a topic's properties (RequiresDuplicateDetection is fixed).
 func (b *Broker) UpdateTopic(ctx context.Context, name string, p TopicProperties) error {
-	return b.update(kindTopic, name, "", fromTopic(p))
+	return b.update(ctx, kindTopic, name, "", fromTopic(p))
 }
 
 // UpdateSubscription replaces a subscription's properties (RequiresSession
 // is fixed; DefaultRule is ignored).
 func (b *Broker) UpdateSubscription(ctx context.Context, topic, name string, p SubscriptionProperties) error {
-	return b.update(kindSubscription, topic, name, fromSubscription(p))
+	return b.update(ctx, kindSubscription, topic, name, fromSubscription(p))
 }
 
-func (b *Broker) update(k entityKind, name, sub string, pp props) error {
+func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp props) error {
 	if err := pp.normalize(k, b.opts.MaxMessageSizeInKilobytes); err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (b *Broker) update(k entityKind, name, sub string, pp props) error {
 	e.mu.Unlock()
 	var bt batchBuf
 	bt.Set(key1(kEntity, e.id), encodeEntity(rec))
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	e.mu.Lock()
@@ -257,23 +257,23 @@ func (b *Broker) entityOf(k entityKind, name, sub string) (*entity, error) {
 func (b *Broker) DeleteQueue(ctx context.Context, name string) error {
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
-	return b.deleteTopLocked(kindQueue, name)
+	return b.deleteTopLocked(ctx, kindQueue, name)
 }
 
 // DeleteTopic deletes a topic, its subscriptions and their messages.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
-	return b.deleteTopLocked(kindTopic, name)
+	return b.deleteTopLocked(ctx, kindTopic, name)
 }
 
-func (b *Broker) deleteTop(k entityKind, name string) error {
+func (b *Broker) deleteTop(ctx context.Context, k entityKind, name string) error {
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
-	return b.deleteTopLocked(k, name)
+	return b.deleteTopLocked(ctx, k, name)
 }
 
-func (b *Broker) deleteTopLocked(k entityKind, name string) error {
+func (b *Broker) deleteTopLocked(ctx context.Context, k entityKind, name string) error {
 	e, err := b.entityOf(k, name, "")
 	if err != nil {
 		return err
@@ -287,7 +287,7 @@ func (b *Broker) deleteTopLocked(k entityKind, name string) error {
 		deleteEntityKeys(&bt, s.id)
 	}
 	e.mu.Unlock()
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	b.mu.Lock()
@@ -306,8 +306,7 @@ func (b *Broker) deleteTopLocked(k entityKind, name string) error {
 
 func deleteEntityKeys(bt *batchBuf, id uint64) {
 	bt.Delete(key1(kEntity, id))
-	bt.Delete(key1(kCounter, id))
-	for _, k := range []byte{kRule, kMessage, kBody, kDedupe, kSession} {
+	for _, k := range []byte{kCounter, kRule, kMessage, kBody, kDedupe, kSession} {
 		s, e := prefixRange(k, id)
 		bt.DeleteRange(s, e)
 	}

@@ -162,34 +162,60 @@ type session struct {
 	inReady      bool
 }
 
-// seqCounter hands out sequence numbers, persisting a high-water mark in
-// blocks so that numbers are never reused after a restart.
+// seqCounter hands out sequence numbers. A number must never be reused,
+// even after a crash, once a message carrying it may have been acknowledged
+// (and perhaps completed and deleted since). So a batch that stores a
+// message numbered beyond the durable high-water mark carries a new mark
+// itself: the mark is written with the message, atomically, and no
+// operation ever waits for a commit of its own just to reserve numbers —
+// nor holds a lock across one.
+//
+// Marks are keys, not a value: each is key2(kCounter, eid, mark) with an
+// empty value, and the batch deletes the marks below its own. Batches that
+// carry marks may commit in any order; the largest mark always survives,
+// because only a batch with a larger mark deletes it. Recovery takes the
+// largest mark (and the largest stored sequence number) as the floor.
 type seqCounter struct {
 	mu       sync.Mutex
 	eid      uint64
 	next     uint64 // next number to hand out
-	reserved uint64 // persisted high-water mark: numbers ≤ reserved may have been used
+	reserved uint64 // durable high-water mark: numbers ≤ reserved may have been used
 }
 
 const seqBlock = 1 << 16
 
-// take returns n consecutive sequence numbers, persisting a new mark first
-// when the block is used up.
-func (c *seqCounter) take(b *Broker, n int) (uint64, error) {
+// take returns n consecutive sequence numbers. When they pass the durable
+// mark it returns the mark the caller's batch must write (markOps), and
+// nothing otherwise (0).
+func (c *seqCounter) take(n int) (first, mark uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	first := c.next
-	if first+uint64(n)-1 > c.reserved {
-		mark := first + uint64(n) - 1 + seqBlock
-		var bt batchBuf
-		bt.Set(key1(kCounter, c.eid), encodeUint(mark))
-		if err := b.commit(&bt.Batch); err != nil {
-			return 0, err
-		}
-		c.reserved = mark
-	}
+	first = c.next
 	c.next += uint64(n)
-	return first, nil
+	if last := c.next - 1; last > c.reserved {
+		mark = last + seqBlock
+	}
+	return first, mark
+}
+
+// markOps adds to bt the writes of mark: the new mark, and the deletion of
+// every smaller one.
+func (c *seqCounter) markOps(bt *batchBuf, mark uint64) {
+	bt.DeleteRange(key2(kCounter, c.eid, 0), key2(kCounter, c.eid, mark))
+	bt.Set(key2(kCounter, c.eid, mark), nil)
+}
+
+// marked records that a batch carrying mark is durable.
+func (c *seqCounter) marked(mark uint64) {
+	c.mu.Lock()
+	c.reserved = max(c.reserved, mark)
+	c.mu.Unlock()
+}
+
+// seqMark is a mark a txn writes and, once committed, reports.
+type seqMark struct {
+	c    *seqCounter
+	mark uint64
 }
 
 // dedupeWindow remembers message ids sent within the duplicate-detection

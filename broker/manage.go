@@ -18,15 +18,15 @@ var errStopScan = errors.New("stop")
 // deferred and scheduled messages, with their State and persisted
 // DeliveryCount.
 func (b *Broker) Peek(ctx context.Context, path string, from int64, max int) ([]*Message, error) {
-	return b.peek(path, from, max, nil)
+	return b.peek(ctx, path, from, max, nil)
 }
 
 // PeekSession is Peek restricted to one session's messages.
 func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, from int64, max int) ([]*Message, error) {
-	return b.peek(path, from, max, &sessionID)
+	return b.peek(ctx, path, from, max, &sessionID)
 }
 
-func (b *Broker) peek(path string, from int64, max int, session *string) ([]*Message, error) {
+func (b *Broker) peek(ctx context.Context, path string, from int64, max int, session *string) ([]*Message, error) {
 	e, p, err := b.resolve(path)
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (b *Broker) peek(path string, from int64, max int, session *string) ([]*Mes
 	var out []*Message
 	start := msgKey(e.id, p.Subqueue, uint64(from))
 	end := msgKey(e.id, p.Subqueue+1, 0)
-	err = b.st.Scan(start, end, func(k, v []byte) error {
+	err = b.st.Scan(ctx, start, end, func(k, v []byte) error {
 		mm, err := decodeMeta(v)
 		if err != nil {
 			return err
@@ -49,7 +49,7 @@ func (b *Broker) peek(path string, from int64, max int, session *string) ([]*Mes
 		if mm.sub != p.Subqueue || session != nil && mm.sessionID != *session {
 			return nil
 		}
-		rec, err := b.st.Get(key2(kBody, e.id, mm.bodyRef))
+		rec, err := b.st.Get(ctx, key2(kBody, e.id, mm.bodyRef))
 		if err != nil {
 			return nil // removed since the scan began
 		}
@@ -85,28 +85,53 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	if mode > ReceiveAndDelete {
 		return nil, errorf(ErrInvalidArgument, "unknown receive mode %d", mode)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	q := e.q
-	now := b.now()
-	e.touch(now)
+	e.touch(b.now())
 	w := &work{q: q}
+	// Find and reserve (pending) every message first, read them without
+	// the lock, then lock or delete them all: all of them, or none.
 	q.mu.Lock()
-	var ms []*msgIdx
+	ms := make([]*msgIdx, 0, len(seqs))
+	release := func() {
+		for _, m := range ms {
+			m.pending = false
+		}
+	}
 	for _, s := range seqs {
 		m := q.msgs[uint64(s)]
 		if m == nil || m.state != StateDeferred || m.sub != p.Subqueue || m.pending || m.lockedUntil != 0 {
+			release()
 			q.mu.Unlock()
 			return nil, errorf(ErrMessageNotFound, "no deferred message with sequence number %d in %q", s, path)
 		}
+		m.pending = true
 		ms = append(ms, m)
 	}
-	out := make([]*Message, 0, len(ms))
-	for _, m := range ms {
-		base, err := q.load(m)
-		if err != nil {
+	q.mu.Unlock()
+	bases := make([]*Message, len(ms))
+	for i, m := range ms {
+		if bases[i], err = b.loadBody(e.id, m.bodyRef); err != nil {
+			q.mu.Lock()
+			release()
 			q.mu.Unlock()
 			return nil, err
 		}
-		msg := q.stamp(base, m)
+	}
+	now := b.now()
+	q.mu.Lock()
+	release()
+	for _, m := range ms {
+		if q.msgs[m.seq] != m { // the entity was deleted or purged meanwhile
+			q.mu.Unlock()
+			return nil, errorf(ErrMessageNotFound, "deferred message %d of %q was removed", m.seq, path)
+		}
+	}
+	out := make([]*Message, 0, len(ms))
+	for i, m := range ms {
+		msg := q.stamp(bases[i], m)
 		if mode == PeekLock {
 			until := now.UnixNano() + int64(e.props().LockDuration)
 			q.lock(m, nil, until)
@@ -117,7 +142,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			if w.pc == nil {
 				w.pc = &pendingCommit{}
 			}
-			w.rd = append(w.rd, rdItem{m, nil})
+			w.rd = append(w.rd, rdItem{m: m})
 		}
 		out = append(out, msg)
 	}
@@ -154,12 +179,7 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	cand = page(cand, 0, max)
 	for _, m := range cand {
 		q.unavailable(m)
-		mv, err := q.newMove(m, mvDelete, m.sub, m.state, m.deliveries, nil)
-		if err != nil {
-			q.mu.Unlock()
-			return 0, err
-		}
-		w.moves = append(w.moves, mv)
+		w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
 	}
 	q.mu.Unlock()
 	if err := b.finish(w); err != nil {

@@ -10,7 +10,7 @@ import (
 // recover rebuilds the namespace from the store.
 func (b *Broker) recover(ctx context.Context) error {
 	now := b.now()
-	if v, err := b.st.Get([]byte{kNamespace}); err == nil {
+	if v, err := b.st.Get(ctx, []byte{kNamespace}); err == nil {
 		n, err := decodeUint(v)
 		if err != nil {
 			return fmt.Errorf("namespace record: %w", err)
@@ -18,7 +18,7 @@ func (b *Broker) recover(ctx context.Context) error {
 		b.nextID = n
 	}
 	var recs []*entityRecord
-	err := b.st.Scan([]byte{kEntity}, []byte{kEntity + 1}, func(k, v []byte) error {
+	err := b.st.Scan(ctx, []byte{kEntity}, []byte{kEntity + 1}, func(k, v []byte) error {
 		r, err := decodeEntity(v)
 		if err != nil {
 			return fmt.Errorf("entity record %x: %w", k, err)
@@ -55,19 +55,29 @@ func (b *Broker) recover(ctx context.Context) error {
 			}
 		}
 	}
-	if err := b.recoverRules(); err != nil {
+	if err := b.recoverRules(ctx); err != nil {
 		return err
 	}
-	if err := b.st.Scan([]byte{kCounter}, []byte{kCounter + 1}, func(k, v []byte) error {
-		e := b.byID[binary.BigEndian.Uint64(k[1:])]
-		if e == nil || e.seq == nil || len(k) != 9 {
+	if err := b.st.Scan(ctx, []byte{kCounter}, []byte{kCounter + 1}, func(k, v []byte) error {
+		if len(k) != 9 && len(k) != 17 {
+			return fmt.Errorf("%w: counter key %x", errCorrupt, k)
+		}
+		e := b.byID[binary.BigEndian.Uint64(k[1:9])]
+		if e == nil || e.seq == nil {
 			return nil
 		}
-		n, err := decodeUint(v)
-		if err != nil {
-			return err
+		var n uint64
+		if len(k) == 17 { // a mark (index.go)
+			n = binary.BigEndian.Uint64(k[9:])
+		} else { // a counter value, as written before marks
+			var err error
+			if n, err = decodeUint(v); err != nil {
+				return err
+			}
 		}
-		e.seq.reserved, e.seq.next = n, n+1
+		if n > e.seq.reserved {
+			e.seq.reserved, e.seq.next = n, n+1
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -75,10 +85,10 @@ func (b *Broker) recover(ctx context.Context) error {
 	if err := b.recoverMessages(ctx); err != nil {
 		return err
 	}
-	if err := b.recoverDedupe(now.UnixNano()); err != nil {
+	if err := b.recoverDedupe(ctx, now.UnixNano()); err != nil {
 		return err
 	}
-	if err := b.recoverSessions(); err != nil {
+	if err := b.recoverSessions(ctx); err != nil {
 		return err
 	}
 	for _, e := range b.byID {
@@ -87,8 +97,8 @@ func (b *Broker) recover(ctx context.Context) error {
 	return nil
 }
 
-func (b *Broker) recoverRules() error {
-	return b.st.Scan([]byte{kRule}, []byte{kRule + 1}, func(k, v []byte) error {
+func (b *Broker) recoverRules(ctx context.Context) error {
+	return b.st.Scan(ctx, []byte{kRule}, []byte{kRule + 1}, func(k, v []byte) error {
 		if len(k) < 9 {
 			return nil
 		}
@@ -113,7 +123,7 @@ func (b *Broker) recoverRules() error {
 func (b *Broker) recoverMessages(ctx context.Context) error {
 	var cur *entity
 	n := 0
-	return b.st.Scan([]byte{kMessage}, []byte{kMessage + 1}, func(k, v []byte) error {
+	return b.st.Scan(ctx, []byte{kMessage}, []byte{kMessage + 1}, func(k, v []byte) error {
 		if len(k) != 18 {
 			return fmt.Errorf("%w: message key %x", errCorrupt, k)
 		}
@@ -155,9 +165,9 @@ func (b *Broker) recoverMessages(ctx context.Context) error {
 	})
 }
 
-func (b *Broker) recoverDedupe(now int64) error {
+func (b *Broker) recoverDedupe(ctx context.Context, now int64) error {
 	var stale batchBuf
-	err := b.st.Scan([]byte{kDedupe}, []byte{kDedupe + 1}, func(k, v []byte) error {
+	err := b.st.Scan(ctx, []byte{kDedupe}, []byte{kDedupe + 1}, func(k, v []byte) error {
 		if len(k) < 9 {
 			return nil
 		}
@@ -182,7 +192,7 @@ func (b *Broker) recoverDedupe(now int64) error {
 		}
 	}
 	if stale.Len() > 0 {
-		return b.commit(&stale.Batch)
+		return b.commit(ctx, &stale.Batch)
 	}
 	return nil
 }
@@ -192,8 +202,8 @@ func sortDedupe(d *dedupeWindow) {
 	sort.Slice(f, func(i, j int) bool { return f[i].at < f[j].at })
 }
 
-func (b *Broker) recoverSessions() error {
-	return b.st.Scan([]byte{kSession}, []byte{kSession + 1}, func(k, v []byte) error {
+func (b *Broker) recoverSessions(ctx context.Context) error {
+	return b.st.Scan(ctx, []byte{kSession}, []byte{kSession + 1}, func(k, v []byte) error {
 		if len(k) < 9 || len(v) < 8 {
 			return nil
 		}

@@ -113,7 +113,7 @@ func (b *Broker) CreateSubscription(ctx context.Context, topic, name string, p S
 	bt.Set(key1(kEntity, rec.id), encodeEntity(rec))
 	bt.Set([]byte{kNamespace}, encodeUint(rec.id+1))
 	bt.Set(keyS(kRule, rec.id, fold(rp.Name)), rrec)
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	b.nextID++
@@ -140,7 +140,7 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 	}
 	var bt batchBuf
 	deleteEntityKeys(&bt, s.id)
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	t := s.parent
@@ -156,19 +156,19 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 
 // AddRule adds a rule to a subscription.
 func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RuleProperties) error {
-	return b.putRule(topic, sub, p, false)
+	return b.putRule(ctx, topic, sub, p, false)
 }
 
 // UpdateRule replaces a subscription's rule of the same name (filter and
 // action) in one durable step: every message sees either the old rule or
 // the new one. The rule keeps its creation time.
 func (b *Broker) UpdateRule(ctx context.Context, topic, sub string, p RuleProperties) error {
-	return b.putRule(topic, sub, p, true)
+	return b.putRule(ctx, topic, sub, p, true)
 }
 
 // putRule adds a rule (replace false: the name must be new) or replaces one
 // (replace true: the name must exist).
-func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) error {
+func (b *Broker) putRule(ctx context.Context, topic, sub string, p RuleProperties, replace bool) error {
 	r, err := compileRule(p, b.newID)
 	if err != nil {
 		return err
@@ -179,9 +179,13 @@ func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) erro
 	if err != nil {
 		return err
 	}
+	// Rule changes are serialized by entityMu, so s.rules cannot change
+	// until this returns; s.mu (which fan-out takes) is held only to read
+	// and to swap the list, never across the commit.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	at := ruleIndex(s.rules, p.Name)
+	cur := s.rules
+	s.mu.Unlock()
+	at := ruleIndex(cur, p.Name)
 	switch {
 	case at >= 0 && !replace:
 		return errorf(ErrAlreadyExists, "subscription %q has a rule %q", s.path(), p.Name)
@@ -190,7 +194,7 @@ func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) erro
 	}
 	r.p.CreatedAt = b.now()
 	if at >= 0 {
-		r.p.CreatedAt = s.rules[at].p.CreatedAt
+		r.p.CreatedAt = cur[at].p.CreatedAt
 	}
 	rec, err := encodeRule(&r.p)
 	if err != nil {
@@ -198,17 +202,19 @@ func (b *Broker) putRule(topic, sub string, p RuleProperties, replace bool) erro
 	}
 	var bt batchBuf
 	bt.Set(keyS(kRule, s.id, fold(p.Name)), rec)
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
-	rules := append([]*rule(nil), s.rules...)
+	rules := append([]*rule(nil), cur...)
 	if at >= 0 {
 		rules[at] = r
 	} else {
 		rules = append(rules, r)
 		sortRules(rules)
 	}
+	s.mu.Lock()
 	s.rules = rules
+	s.mu.Unlock()
 	return nil
 }
 
@@ -225,17 +231,20 @@ func (b *Broker) RemoveRule(ctx context.Context, topic, sub, name string) error 
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := ruleIndex(s.rules, name)
+	cur := s.rules // stable: rule changes hold entityMu
+	s.mu.Unlock()
+	i := ruleIndex(cur, name)
 	if i < 0 {
 		return errorf(ErrNotFound, "subscription %q has no rule %q", s.path(), name)
 	}
 	var bt batchBuf
 	bt.Delete(keyS(kRule, s.id, fold(name)))
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
-	s.rules = slices.Delete(slices.Clone(s.rules), i, i+1)
+	s.mu.Lock()
+	s.rules = slices.Delete(slices.Clone(cur), i, i+1)
+	s.mu.Unlock()
 	return nil
 }
 

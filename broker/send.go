@@ -11,10 +11,12 @@ import (
 // acknowledged operation: committed together, published after the commit.
 type txn struct {
 	b      *Broker
+	ctx    context.Context
 	bt     batchBuf
 	now    time.Time
 	places []*placement
 	dedupe []dedupeUndo
+	marks  []seqMark
 }
 
 // placement is a message written by a txn, inserted into its queue's index
@@ -24,6 +26,7 @@ type placement struct {
 	m       *msgIdx
 	session string
 	msg     *Message
+	reason  string // dead-lettered on arrival, for the metric once committed
 }
 
 type dedupeUndo struct {
@@ -32,17 +35,43 @@ type dedupeUndo struct {
 	at int64
 }
 
-func (b *Broker) newTxn() *txn { return &txn{b: b, now: b.now()} }
+func (b *Broker) newTxn(ctx context.Context) *txn { return &txn{b: b, ctx: ctx, now: b.now()} }
+
+// seq takes n sequence numbers of e's counter (a topic's for its
+// subscriptions), writing a new high-water mark in the txn when they pass
+// the durable one.
+func (tx *txn) seq(e *entity, n int) uint64 {
+	first, mark := e.seq.take(n)
+	tx.addMark(e.seq, mark)
+	return first
+}
+
+func (tx *txn) addMark(c *seqCounter, mark uint64) {
+	if mark != 0 {
+		c.markOps(&tx.bt, mark)
+		tx.marks = append(tx.marks, seqMark{c, mark})
+	}
+}
 
 // commit writes the txn and publishes its placements, or undoes its
 // reservations.
 func (tx *txn) commit() error {
-	err := tx.b.commit(&tx.bt.Batch)
-	if err != nil {
-		tx.abort()
+	if err := tx.write(); err != nil {
 		return err
 	}
 	tx.publish()
+	return nil
+}
+
+// write commits the txn's batch; on failure it undoes the reservations.
+func (tx *txn) write() error {
+	if err := tx.b.commit(tx.ctx, &tx.bt.Batch); err != nil {
+		tx.abort()
+		return err
+	}
+	for _, m := range tx.marks {
+		m.c.marked(m.mark)
+	}
 	return nil
 }
 
@@ -91,6 +120,9 @@ func (tx *txn) publish() {
 		}
 		q.insert(p.m)
 		tx.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+		if p.reason != "" {
+			tx.b.obs.DeadLettered(q.ent.path(), p.reason)
+		}
 		if p.m.sub == SubqueueMain {
 			in++
 		}
@@ -166,17 +198,20 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 	if len(msgs) == 0 {
 		return nil, nil
 	}
-	tx := b.newTxn()
+	tx := b.newTxn(ctx)
 	e.touch(tx.now)
-	seqs := make([]int64, 0, len(msgs))
+	// Every message is checked before any is enqueued: a batch with one bad
+	// message is refused whole and changes nothing.
 	for i, m := range msgs {
 		if err := b.validateMessage(e, ep, m); err != nil {
-			tx.abort()
 			if len(msgs) > 1 {
 				return nil, fmt.Errorf("message %d of the batch: %w", i, err)
 			}
 			return nil, err
 		}
+	}
+	seqs := make([]int64, 0, len(msgs))
+	for _, m := range msgs {
 		seq, err := tx.enqueueTop(e, m)
 		if err != nil {
 			tx.abort()
@@ -275,11 +310,7 @@ func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 		return tx.place(e, m, SubqueueMain, seq, "", "")
 	}
 	if seq == 0 {
-		s, err := e.seq.take(tx.b, 1)
-		if err != nil {
-			return 0, err
-		}
-		seq = s
+		seq = tx.seq(e, 1)
 	}
 	if m.hops >= MaxForwardHops {
 		return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonMaxTransferHopCountExceeded,
@@ -322,10 +353,7 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 	if len(subs) > 0 && total+size > tp.MaxSizeMB<<20 {
 		return 0, errorf(ErrQuotaExceeded, "topic %q holds %d bytes; its limit is %d MB", t.name, total, tp.MaxSizeMB)
 	}
-	seq, err := t.seq.take(tx.b, 1)
-	if err != nil {
-		return 0, err
-	}
+	seq := tx.seq(t, 1)
 	m.SequenceNumber = int64(seq)
 	m.EnqueuedTime = tx.now
 	for _, s := range subs {
@@ -349,9 +377,7 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 			// own from the topic, so they never collide in the subscription.
 			cseq := seq
 			if i > 0 {
-				if cseq, err = t.seq.take(tx.b, 1); err != nil {
-					return 0, err
-				}
+				cseq = tx.seq(t, 1)
 			}
 			if sp.RequiresSession && c.SessionID == "" {
 				if _, err := tx.place(s, c, SubqueueDeadLetter, cseq, "SessionIdIsNull", "Session id is null."); err != nil {
@@ -423,12 +449,7 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		q.mu.Unlock()
 	}
 	if seq == 0 {
-		s, err := e.seq.take(tx.b, 1)
-		if err != nil {
-			unreserve()
-			return 0, err
-		}
-		seq = s
+		seq = tx.seq(e, 1)
 	}
 	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: size, sub: sub, hidx: -1}
 	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
@@ -449,10 +470,7 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 	}
 	tx.bt.Set(msgKey(e.id, sub, seq), encodeMeta(&mm))
 	tx.bt.Set(key2(kBody, e.id, seq), rec)
-	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m})
-	if reason != "" {
-		tx.b.obs.DeadLettered(e.path(), reason)
-	}
+	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason})
 	return seq, nil
 }
 
@@ -518,7 +536,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 	if len(missing) > 0 {
 		err = errorf(ErrMessageNotFound, "no scheduled message with sequence number %v in %q", missing, path)
 	} else {
-		err = b.commit(&bt.Batch)
+		err = b.commit(ctx, &bt.Batch)
 	}
 	for _, h := range hits {
 		h.q.mu.Lock()

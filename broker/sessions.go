@@ -192,9 +192,7 @@ func (q *qstate) releaseSession(c *Consumer, expired bool, w *work) {
 			continue
 		}
 		if expired {
-			if err := q.failedDelivery(m, nil, true, w); err != nil {
-				q.route(m)
-			}
+			q.failedDelivery(m, nil, true, w)
 		} else {
 			q.route(m)
 		}
@@ -323,7 +321,7 @@ func (b *Broker) GetSessionState(ctx context.Context, path, id string) ([]byte, 
 	if err != nil {
 		return nil, err
 	}
-	v, err := b.st.Get(keyS(kSession, q.ent.id, id))
+	v, err := b.st.Get(ctx, keyS(kSession, q.ent.id, id))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
@@ -362,7 +360,7 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 	} else {
 		bt.Set(k, append(encodeUint(uint64(now.UnixNano())), state...))
 	}
-	if err := b.commit(&bt.Batch); err != nil {
+	if err := b.commit(ctx, &bt.Batch); err != nil {
 		return err
 	}
 	q.mu.Lock()

@@ -17,8 +17,11 @@ const (
 	mvRetry                        // nothing written: try the activation again later
 )
 
-// move is a change to one message that needs a store commit; it is decided
-// under q.mu (the message marked pending) and committed by runMoves.
+// move is a change to one message that needs a store commit. It is
+// decided under q.mu, where the message is marked pending so that nothing
+// else changes it, without any store I/O; runMoves then prepares it outside
+// the lock (reading the stored message when its content changes or it is
+// forwarded), commits it and applies it to the index.
 type move struct {
 	q          *qstate
 	m          *msgIdx
@@ -26,20 +29,29 @@ type move struct {
 	sub        Subqueue
 	state      MessageState
 	deliveries uint32
-	msg        *Message // new content, nil when unchanged
+	props      map[string]any // application properties to merge into the message
+	dlReason   string         // with setDL: dead-letter properties to set
+	dlDesc     string
+	setDL      bool
+	needBody   bool     // the message itself is needed (forwarding)
+	msg        *Message // prepared content; nil when unchanged
 	meta       []byte   // index record for mvRewrite, mvActivate (and mvForward's fallback)
 	hdr        []byte   // message record when msg changed
 	fwd        *entity
 	newSeq     uint64
-	transfer   bool // mvForward of an activated scheduled message (auto-forwarding)
+	mark       uint64 // sequence high-water mark to write with an activation (index.go)
+	transfer   bool   // mvForward of an activated scheduled message (auto-forwarding)
 	enqueued   int64
 	expires    int64
 	reason     string
+	req        *settleReq // the settlement this move belongs to; nil for the broker's own
+	dropped    bool       // not committed: its preparation or its settlement failed
 }
 
-// newMove builds a move of m; q.mu is held.
-func (q *qstate) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32, msg *Message) (*move, error) {
-	mv := &move{q: q, m: m, kind: kind, sub: sub, state: st, deliveries: d, msg: msg,
+// newMove builds a move of m; q.mu is held. It cannot fail: everything
+// that can (reading and re-encoding the message) happens in prepare.
+func (q *qstate) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32) *move {
+	mv := &move{q: q, m: m, kind: kind, sub: sub, state: st, deliveries: d,
 		enqueued: m.enqueued, expires: m.expires, newSeq: m.seq}
 	if kind == mvRewrite || kind == mvForward {
 		mm := m.meta()
@@ -48,16 +60,45 @@ func (q *qstate) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState
 			mm.sub, mm.state = SubqueueDeadLetter, StateActive
 		}
 		mv.meta = encodeMeta(&mm)
-		if msg != nil {
-			hdr, err := encodeMessage(msg)
-			if err != nil {
-				return nil, err
-			}
-			mv.hdr = hdr
-		}
 	}
 	m.pending = true
-	return mv, nil
+	return mv
+}
+
+// prepare reads and changes the stored message when the move needs it; no
+// lock is held. The message is pending, so nothing else changes it.
+func (mv *move) prepare() error {
+	if len(mv.props) == 0 && !mv.setDL && !mv.needBody {
+		return nil
+	}
+	base, err := mv.q.b.loadBody(mv.q.ent.id, mv.m.bodyRef)
+	if err != nil {
+		return err
+	}
+	changed := len(mv.props) > 0 || mv.setDL
+	if !changed {
+		mv.msg = base
+		return nil
+	}
+	c := *base
+	if len(mv.props) > 0 {
+		c.Properties = maps.Clone(base.Properties)
+		if c.Properties == nil {
+			c.Properties = map[string]any{}
+		}
+		maps.Copy(c.Properties, mv.props)
+		c.PropertiesModified = true
+	}
+	if mv.setDL {
+		setDeadLetterProps(&c, mv.dlReason, mv.dlDesc)
+	}
+	mv.msg = &c
+	if mv.kind == mvRewrite {
+		if mv.hdr, err = encodeMessage(&c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write stores a rewritten message's records.
@@ -72,11 +113,35 @@ func (mv *move) write(bt *batchBuf) {
 	}
 }
 
-// runMoves commits moves and applies them to the index.
+// runMoves prepares moves, commits them and applies them to the index. A
+// settlement whose move cannot be prepared fails alone, as a whole: none of
+// its moves is committed. It returns the commit's error.
 func (b *Broker) runMoves(w *work, moves []*move) error {
-	tx := b.newTxn()
 	for _, mv := range moves {
+		if err := mv.prepare(); err != nil {
+			mv.dropped = true
+			if mv.req != nil && mv.req.err == nil {
+				mv.req.err = err
+			}
+			if mv.req == nil {
+				b.log.Error("cannot read a message to change it; it is left as it is", "entity", mv.q.ent.path(), "seq", mv.m.seq, "err", err)
+			}
+		}
+	}
+	for _, mv := range moves {
+		if mv.req != nil && mv.req.err != nil {
+			mv.dropped = true
+		}
+	}
+	tx := b.newTxn(context.Background())
+	for _, mv := range moves {
+		if mv.dropped {
+			continue
+		}
 		id := mv.q.ent.id
+		if mv.mark != 0 {
+			tx.addMark(mv.q.ent.seq, mv.mark)
+		}
 		switch mv.kind {
 		case mvRewrite:
 			mv.write(&tx.bt)
@@ -123,10 +188,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			deleteMessageKeys(&tx.bt, id, mv.m)
 		}
 	}
-	err := b.commit(&tx.bt.Batch)
-	if err != nil {
-		tx.abort()
-	}
+	err := tx.write()
 	q := w.q
 	q.mu.Lock()
 	for _, mv := range moves {
@@ -135,7 +197,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		if q.msgs[m.seq] != m {
 			continue // deleted meanwhile (entity purge)
 		}
-		if err != nil {
+		if err != nil || mv.dropped {
 			if mv.kind == mvActivate || mv.transfer || mv.kind == mvRetry {
 				q.setDeadline(m, b.now().Add(time.Second).UnixNano())
 			} else if m.lockedUntil == 0 {
@@ -195,16 +257,25 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 // goroutines) settling at once thus cost one lock and one commit per round
 // instead of per call and do not queue up on q.mu, while rounds still
 // overlap: the next one starts while this one waits for its commit.
-func (b *Broker) settle(path string, tokens []LockToken, op func(q *qstate, m *msgIdx, w *work) error) error {
+//
+// A settlement is all-or-nothing: every token is checked, and check runs on
+// every message, before op changes anything; op itself cannot fail (what
+// can — reading the message — happens in runMoves, which fails the whole
+// settlement). A settlement whose ctx is done when its round starts applies
+// nothing and returns ctx's error.
+func (b *Broker) settle(ctx context.Context, path string, tokens []LockToken, check func(q *qstate, m *msgIdx) error, op func(q *qstate, m *msgIdx, w *work)) error {
 	if len(tokens) == 0 {
 		return errorf(ErrInvalidArgument, "no lock token")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	e, _, err := b.resolve(path)
 	if err != nil {
 		return err
 	}
 	q := e.q
-	r := &settleReq{tokens: tokens, op: op, done: make(chan struct{}, 1)}
+	r := &settleReq{ctx: ctx, tokens: tokens, check: check, op: op, done: make(chan struct{}, 1)}
 	q.smu.Lock()
 	q.sq = append(q.sq, r)
 	take := !q.taking
@@ -220,8 +291,10 @@ func (b *Broker) settle(path string, tokens []LockToken, op func(q *qstate, m *m
 
 // settleReq is one settle call waiting for its round.
 type settleReq struct {
+	ctx    context.Context
 	tokens []LockToken
-	op     func(q *qstate, m *msgIdx, w *work) error
+	check  func(q *qstate, m *msgIdx) error // nil: nothing to check
+	op     func(q *qstate, m *msgIdx, w *work)
 	err    error
 	done   chan struct{} // capacity 1: answered
 }
@@ -241,6 +314,9 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	for i, r := range reqs {
 		n := len(w.moves)
 		r.err = q.settleLocked(r, w)
+		for _, mv := range w.moves[n:] {
+			mv.req = r
+		}
 		moved[i] = len(w.moves) > n
 	}
 	q.mu.Unlock()
@@ -258,9 +334,12 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	}
 }
 
-// settleLocked checks r's tokens and runs its op on each message; q.mu is
-// held.
+// settleLocked checks r's tokens and messages and then runs its op on each
+// message; q.mu is held. When it returns an error it has changed nothing.
 func (q *qstate) settleLocked(r *settleReq, w *work) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
 	ms := make([]*msgIdx, len(r.tokens))
 	for i, t := range r.tokens {
 		var err error
@@ -273,10 +352,15 @@ func (q *qstate) settleLocked(r *settleReq, w *work) error {
 			}
 		}
 	}
-	for _, m := range ms {
-		if err := r.op(q, m, w); err != nil {
-			return err
+	if r.check != nil {
+		for _, m := range ms {
+			if err := r.check(q, m); err != nil {
+				return err
+			}
 		}
+	}
+	for _, m := range ms {
+		r.op(q, m, w)
 	}
 	return nil
 }
@@ -302,13 +386,8 @@ func (q *qstate) checkLock(token LockToken) (*msgIdx, error) {
 
 // Complete removes locked messages, in one commit.
 func (b *Broker) Complete(ctx context.Context, path string, tokens ...LockToken) error {
-	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
-		mv, err := q.newMove(m, mvDelete, m.sub, m.state, m.deliveries, nil)
-		if err != nil {
-			return err
-		}
-		w.moves = append(w.moves, mv)
-		return nil
+	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
+		w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
 	})
 }
 
@@ -320,8 +399,8 @@ func (b *Broker) Abandon(ctx context.Context, path string, props map[string]any,
 	if err := checkValues(props); err != nil {
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
 	}
-	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
-		return q.failedDelivery(m, props, true, w)
+	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
+		q.failedDelivery(m, props, true, w)
 	})
 }
 
@@ -331,17 +410,10 @@ func (b *Broker) Defer(ctx context.Context, path string, props map[string]any, t
 	if err := checkValues(props); err != nil {
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
 	}
-	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
-		msg, err := q.withProps(m, props)
-		if err != nil {
-			return err
-		}
-		mv, err := q.newMove(m, mvRewrite, m.sub, StateDeferred, m.deliveries, msg)
-		if err != nil {
-			return err
-		}
+	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
+		mv := q.newMove(m, mvRewrite, m.sub, StateDeferred, m.deliveries)
+		mv.props = props
 		w.moves = append(w.moves, mv)
-		return nil
 	})
 }
 
@@ -355,15 +427,14 @@ func (b *Broker) DeadLetter(ctx context.Context, path, reason, desc string, prop
 	if len(reason) > 4096 || len(desc) > 4096 {
 		return errorf(ErrInvalidArgument, "dead-letter reason and description are limited to 4096 characters")
 	}
-	return b.settle(path, tokens, func(q *qstate, m *msgIdx, w *work) error {
+	check := func(q *qstate, m *msgIdx) error {
 		if m.sub != SubqueueMain {
 			return errorf(ErrInvalidArgument, "message %d is already in a dead-letter subqueue of %q", m.seq, q.ent.path())
 		}
-		msg, err := q.withProps(m, props)
-		if err != nil {
-			return err
-		}
-		return q.deadLetter(m, msg, reason, desc, m.deliveries, w)
+		return nil
+	}
+	return b.settle(ctx, path, tokens, check, func(q *qstate, m *msgIdx, w *work) {
+		q.deadLetter(m, props, reason, desc, m.deliveries, w)
 	})
 }
 
@@ -372,16 +443,15 @@ func (b *Broker) DeadLetter(ctx context.Context, path, reason, desc string, prop
 // lock: their renewal returns the session lock's expiry.
 func (b *Broker) RenewLock(ctx context.Context, path string, token LockToken) (time.Time, error) {
 	var until int64
-	err := b.settle(path, []LockToken{token}, func(q *qstate, m *msgIdx, w *work) error {
+	err := b.settle(ctx, path, []LockToken{token}, nil, func(q *qstate, m *msgIdx, w *work) {
 		if c := m.owner; c != nil && c.sess != nil {
 			until = c.sess.lockedUntil
-			return nil
+			return
 		}
 		q.unlinkLock(m)
 		m.lockedUntil = q.b.now().UnixNano() + int64(q.ent.props().LockDuration)
 		q.linkLock(m)
 		until = m.lockedUntil
-		return nil
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -389,34 +459,11 @@ func (b *Broker) RenewLock(ctx context.Context, path string, token LockToken) (t
 	return time.Unix(0, until).UTC(), nil
 }
 
-// withProps returns m's message with props merged (nil props: nil, no change).
-func (q *qstate) withProps(m *msgIdx, props map[string]any) (*Message, error) {
-	if len(props) == 0 {
-		return nil, nil
-	}
-	base, err := q.load(m)
-	if err != nil {
-		return nil, err
-	}
-	c := *base
-	c.Properties = maps.Clone(base.Properties)
-	if c.Properties == nil {
-		c.Properties = map[string]any{}
-	}
-	maps.Copy(c.Properties, props)
-	c.PropertiesModified = true
-	return &c, nil
-}
-
 // failedDelivery handles a delivery that ended without settlement (abandon,
 // lock expiry): counts it (main subqueue only, when count), then
-// dead-letters, expires, or returns the message. q.mu is held; m may
-// still be locked.
-func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *work) error {
-	msg, err := q.withProps(m, props)
-	if err != nil {
-		return err
-	}
+// dead-letters, expires, or returns the message, merging props. q.mu is
+// held; m may still be locked.
+func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *work) {
 	d := m.deliveries
 	if m.sub == SubqueueMain && count {
 		d++
@@ -425,35 +472,23 @@ func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *
 	now := q.b.now().UnixNano()
 	switch {
 	case m.sub == SubqueueMain && d >= uint32(p.MaxDeliveryCount):
-		return q.deadLetter(m, msg, ReasonMaxDeliveryCountExceeded,
+		q.deadLetter(m, props, ReasonMaxDeliveryCountExceeded,
 			fmt.Sprintf("Message could not be consumed after %d delivery attempts.", d), d, w)
 	case m.sub == SubqueueMain && m.state == StateActive && m.expires != 0 && m.expires <= now:
-		return q.expireWith(m, msg, d, w)
-	case d != m.deliveries || msg != nil:
-		mv, err := q.newMove(m, mvRewrite, m.sub, m.state, d, msg)
-		if err != nil {
-			return err
-		}
+		q.expireWith(m, props, d, w)
+	case d != m.deliveries || len(props) > 0:
+		mv := q.newMove(m, mvRewrite, m.sub, m.state, d)
+		mv.props = props
 		w.moves = append(w.moves, mv)
 	default:
 		q.unlock(m)
 		q.route(m)
 	}
-	return nil
 }
 
 // deadLetter moves m to the dead-letter subqueue (or forwards it there,
-// ForwardDeadLetteredMessagesTo); q.mu is held.
-func (q *qstate) deadLetter(m *msgIdx, msg *Message, reason, desc string, d uint32, w *work) error {
-	if msg == nil {
-		base, err := q.load(m)
-		if err != nil {
-			return err
-		}
-		msg = base
-	}
-	c := *msg
-	setDeadLetterProps(&c, reason, desc)
+// ForwardDeadLetteredMessagesTo), merging props; q.mu is held.
+func (q *qstate) deadLetter(m *msgIdx, props map[string]any, reason, desc string, d uint32, w *work) {
 	kind := mvRewrite
 	var fwd *entity
 	if to := q.ent.props().ForwardDLTo; to != "" {
@@ -461,33 +496,24 @@ func (q *qstate) deadLetter(m *msgIdx, msg *Message, reason, desc string, d uint
 			kind, fwd = mvForward, e
 		}
 	}
-	mv, err := q.newMove(m, kind, SubqueueDeadLetter, StateActive, d, &c)
-	if err != nil {
-		return err
-	}
+	mv := q.newMove(m, kind, SubqueueDeadLetter, StateActive, d)
+	mv.props, mv.setDL, mv.dlReason, mv.dlDesc = props, true, reason, desc
 	mv.fwd, mv.reason = fwd, reason
 	w.moves = append(w.moves, mv)
-	return nil
 }
 
 // expire handles an available message whose TTL has passed; q.mu is held.
 func (q *qstate) expire(m *msgIdx, w *work) {
 	q.unavailable(m)
-	if err := q.expireWith(m, nil, m.deliveries, w); err != nil {
-		q.b.log.Error("cannot expire message", "entity", q.ent.path(), "seq", m.seq, "err", err)
-	}
+	q.expireWith(m, nil, m.deliveries, w)
 }
 
-func (q *qstate) expireWith(m *msgIdx, msg *Message, d uint32, w *work) error {
+func (q *qstate) expireWith(m *msgIdx, props map[string]any, d uint32, w *work) {
 	if q.ent.props().DLOnExpiration {
-		return q.deadLetter(m, msg, ReasonTTLExpired, "The message expired and was dead lettered.", d, w)
+		q.deadLetter(m, props, ReasonTTLExpired, "The message expired and was dead lettered.", d, w)
+		return
 	}
-	mv, err := q.newMove(m, mvDelete, m.sub, m.state, d, nil)
-	if err != nil {
-		return err
-	}
-	w.moves = append(w.moves, mv)
-	return nil
+	w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, d))
 }
 
 // onLockDeadline expires the message locks that are due.
@@ -501,10 +527,7 @@ func (q *qstate) onLockDeadline(now int64) {
 		if h.pending {
 			continue
 		}
-		if err := q.failedDelivery(h, nil, true, w); err != nil {
-			q.b.log.Error("lock expiry", "entity", q.ent.path(), "seq", h.seq, "err", err)
-			q.route(h)
-		}
+		q.failedDelivery(h, nil, true, w)
 	}
 	if q.lockHead != nil {
 		q.b.wheel.set(&q.lockDL, q.lockHead.lockedUntil)
@@ -533,10 +556,7 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 		}
 		switch {
 		case m.state == StateScheduled && m.scheduled <= now:
-			if err := q.activate(m, now, w); err != nil {
-				q.b.log.Error("cannot activate scheduled message; retrying in 1s", "entity", q.ent.path(), "seq", m.seq, "err", err)
-				q.setDeadline(m, now+int64(time.Second))
-			}
+			q.activate(m, now, w)
 		case m.state == StateActive && m.sub == SubqueueMain && m.lockedUntil == 0 && m.expires != 0 && m.expires <= now:
 			q.expire(m, w)
 		}
@@ -547,18 +567,16 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 }
 
 // activate turns a due scheduled message into an active one with a new
-// sequence number, from memory; q.mu is held.
-func (q *qstate) activate(m *msgIdx, now int64, w *work) error {
-	seq, err := q.ent.seq.take(q.b, 1)
-	if err != nil {
-		return err
-	}
+// sequence number, from memory; q.mu is held. A topic's message is fanned
+// out, a forwarding queue's forwarded: runMoves reads it for that.
+func (q *qstate) activate(m *msgIdx, now int64, w *work) {
+	seq, mark := q.ent.seq.take(1)
 	exp := int64(0)
 	if m.expires != 0 {
 		// The TTL counts from activation: expires was scheduled + TTL.
 		exp = expiry(now, time.Duration(m.expires-m.scheduled))
 	}
-	mv := &move{q: q, m: m, kind: mvActivate, newSeq: seq, enqueued: now, expires: exp,
+	mv := &move{q: q, m: m, kind: mvActivate, newSeq: seq, mark: mark, enqueued: now, expires: exp,
 		sub: SubqueueMain, state: StateActive, deliveries: m.deliveries}
 	mm := m.meta()
 	mm.state, mm.enqueued, mm.expires, mm.scheduled = StateActive, now, exp, 0
@@ -570,13 +588,8 @@ func (q *qstate) activate(m *msgIdx, now int64, w *work) error {
 		dest, _ = q.b.lookup(to)
 	}
 	if dest != nil {
-		base, err := q.load(m)
-		if err != nil {
-			return err
-		}
-		mv.kind, mv.fwd, mv.transfer, mv.msg = mvForward, dest, true, base
+		mv.kind, mv.fwd, mv.transfer, mv.needBody = mvForward, dest, true, true
 	}
 	m.pending = true
 	w.moves = append(w.moves, mv)
-	return nil
 }

@@ -8,9 +8,34 @@
 // of the batch is on stable storage (fsync or equivalent) and will be seen by
 // Get and Scan, and after a crash and reopen; a batch is applied entirely or
 // not at all. Concurrent Commits are group-committed: many batches, one fsync.
+//
+// Three parts of the contract exist for a store shared by several broker
+// nodes (store/postgres in a cluster), and every backend implements them so
+// one suite holds them all to it:
+//
+//   - Ranges: the broker lays out each entity's records under key prefixes of
+//     its own, so one entity is loaded with a few Scans of its ranges,
+//     never a scan of the namespace.
+//   - Fencing: a Batch may carry conditions (Batch.Require): the batch is
+//     applied only if, atomically with it, every condition key holds exactly
+//     the expected value; otherwise Commit returns ErrConditionFailed and
+//     applies nothing. An ownership lease with an epoch is such a key: a node
+//     that lost its lease can never write again.
+//   - Change notification: Watch tells the caller which keys under a prefix
+//     were changed by committed batches, its own and (in a shared backend)
+//     other writers', so shared metadata is re-read when it changes.
+//
+// Contexts: a call whose context is done before the store has taken its
+// batch returns the context's error and applies nothing. Once a batch is
+// handed to the store's committer it is applied or failed as a whole, and
+// Commit reports which, whatever happens to the context meanwhile: a caller
+// never sees "cancelled" for a batch that was in fact committed.
 package store
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // ErrNotFound is returned by Get for a missing key.
 var ErrNotFound = errors.New("store: not found")
@@ -18,19 +43,32 @@ var ErrNotFound = errors.New("store: not found")
 // ErrClosed is returned by every call after Close.
 var ErrClosed = errors.New("store: closed")
 
+// ErrConditionFailed is wrapped by the error Commit returns when a condition
+// of the batch (Batch.Require) does not hold. Nothing of the batch is applied.
+var ErrConditionFailed = errors.New("store: condition failed")
+
 // Store is a durable ordered key/value store. Keys compare bytewise.
 // It is safe for concurrent use.
 type Store interface {
-	// Commit applies b atomically and durably; b must not be used afterwards.
-	Commit(b *Batch) error
+	// Commit applies b atomically and durably, if its conditions hold; b must
+	// not be used afterwards. See the package comment for ctx.
+	Commit(ctx context.Context, b *Batch) error
 	// Get returns a copy of the value stored under key, or ErrNotFound.
-	Get(key []byte) ([]byte, error)
+	Get(ctx context.Context, key []byte) ([]byte, error)
 	// Scan calls fn for each key in [start, end) in ascending order (end nil:
 	// to the end of the keyspace). key and value are valid only during the
 	// call and must not be modified. A non-nil error from fn stops the scan
 	// and is returned. fn may call Get and Commit (not Close); whether the
-	// scan sees commits made while it runs depends on the backend.
-	Scan(start, end []byte, fn func(key, value []byte) error) error
+	// scan sees commits made while it runs depends on the backend. A done
+	// ctx stops the scan with ctx's error.
+	Scan(ctx context.Context, start, end []byte, fn func(key, value []byte) error) error
+	// Watch calls fn with the key of every operation of a committed batch
+	// that falls under prefix (for a delete-range, the start of its overlap
+	// with the prefix), after the batch is durable, in commit order, from one
+	// goroutine per watch. fn must not block for long; it may call the
+	// store. stop ends the watch and waits for a running fn to return; it
+	// must not be called from fn.
+	Watch(prefix []byte, fn func(key []byte)) (stop func())
 	// Stats reports counters for metrics.
 	Stats() Stats
 	// Close flushes and releases the store.
@@ -63,10 +101,27 @@ type Op struct {
 	End   []byte // OpDeleteRange
 }
 
-// Batch is an ordered list of operations applied atomically by Commit.
-// The batch keeps the slices it is given: do not modify them until Commit returns.
+// Batch is an ordered list of operations applied atomically by Commit, if
+// its conditions hold. The batch keeps the slices it is given: do not
+// modify them until Commit returns.
 type Batch struct {
 	Ops []Op
+	// Conds must all hold, atomically with the batch, for it to apply.
+	Conds []Cond
+}
+
+// Cond is a condition of a Batch: the value stored under Key equals Value
+// (bytewise; a nil Value means the key must be absent).
+type Cond struct {
+	Key   []byte
+	Value []byte
+}
+
+// Require adds a condition: the batch applies only if key holds exactly
+// value (nil: key absent) when it is applied. A fencing token is such a
+// condition on an ownership record.
+func (b *Batch) Require(key, value []byte) {
+	b.Conds = append(b.Conds, Cond{Key: key, Value: value})
 }
 
 // Set stores value under key.
@@ -86,4 +141,4 @@ func (b *Batch) DeleteRange(start, end []byte) {
 func (b *Batch) Len() int { return len(b.Ops) }
 
 // Reset empties the batch for reuse.
-func (b *Batch) Reset() { b.Ops = b.Ops[:0] }
+func (b *Batch) Reset() { b.Ops, b.Conds = b.Ops[:0], b.Conds[:0] }

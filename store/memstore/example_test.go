@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/busbar-io/busbar/store"
@@ -13,13 +14,13 @@ func ExampleStore_Reopen() {
 	s := memstore.New()
 	var b store.Batch
 	b.Set([]byte("entity/orders"), []byte("queue"))
-	if err := s.Commit(&b); err != nil {
+	if err := s.Commit(context.Background(), &b); err != nil {
 		panic(err)
 	}
 	_ = s.Close()
 
 	restarted := s.Reopen()
-	v, err := restarted.Get([]byte("entity/orders"))
+	v, err := restarted.Get(context.Background(), []byte("entity/orders"))
 	fmt.Printf("%s %v\n", v, err)
 	// Output: queue <nil>
 }

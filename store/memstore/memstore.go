@@ -9,6 +9,7 @@
 package memstore
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 
@@ -20,10 +21,13 @@ import (
 // store (even Commit) without deadlocking.
 const scanChunk = 128
 
-// data is the committed state shared by every handle of one store.
+// data is the committed state shared by every handle of one store. Its
+// watchers hear of commits through every handle, so two handles behave as
+// two writers sharing one backend.
 type data struct {
-	mu   sync.RWMutex
-	list *skiplist
+	mu      sync.RWMutex
+	list    *skiplist
+	watches store.Watchers
 }
 
 // Store is an in-memory, ordered key/value store. It is safe for concurrent
@@ -51,22 +55,39 @@ func (s *Store) Reopen() *Store {
 	return &Store{d: s.d}
 }
 
-// Commit applies b atomically. Keys and values are copied, so the caller may
-// reuse b's slices as soon as Commit returns. An empty batch is a no-op and is
-// not counted in Stats.
-func (s *Store) Commit(b *store.Batch) error {
+// Commit applies b atomically if its conditions hold. Keys and values are
+// copied, so the caller may reuse b's slices as soon as Commit returns. A
+// batch without operations only checks its conditions and is not counted
+// in Stats.
+func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if s.closed.Load() {
 		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	if b == nil || len(b.Ops) == 0 {
+	if b == nil || len(b.Ops)+len(b.Conds) == 0 {
 		return nil
 	}
 	ops := copyOps(b.Ops)
 	s.d.mu.Lock()
 	l := s.d.list
+	if err := store.CheckConds(b.Conds, func(k []byte) ([]byte, bool, error) {
+		if n := l.get(k); n != nil {
+			return n.value, true, nil
+		}
+		return nil, false, nil
+	}); err != nil {
+		s.d.mu.Unlock()
+		return err
+	}
+	if len(ops) == 0 {
+		s.d.mu.Unlock()
+		return nil
+	}
 	for _, op := range ops {
 		switch op.Kind {
 		case store.OpSet:
@@ -79,6 +100,7 @@ func (s *Store) Commit(b *store.Batch) error {
 			}
 		}
 	}
+	s.d.watches.Notify(ops)
 	s.d.mu.Unlock()
 	s.commits.Add(1)
 	s.ops.Add(uint64(len(ops)))
@@ -105,9 +127,12 @@ func copyOps(in []store.Op) []store.Op {
 }
 
 // Get returns a copy of the value stored under key, or store.ErrNotFound.
-func (s *Store) Get(key []byte) ([]byte, error) {
+func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if s.closed.Load() {
 		return nil, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s.d.mu.RLock()
 	n := s.d.list.get(key)
@@ -129,9 +154,12 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 // reads the data in chunks, and fn runs without any lock held, so it may call
 // the store, and commits made during the scan to keys not yet reached are
 // seen.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte) error) error {
+func (s *Store) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte) error) error {
 	if s.closed.Load() {
 		return store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	// Each chunk is copied into buf; spans records where each entry lies.
 	type span struct{ off, klen, vlen int }
@@ -168,9 +196,18 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) error) error 
 		if s.closed.Load() {
 			return store.ErrClosed
 		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		last := spans[len(spans)-1]
 		cursor = append(cursor[:0:0], buf[last.off:last.off+last.klen]...)
 	}
+}
+
+// Watch calls fn with the keys under prefix changed by commits through any
+// handle of this store; see store.Store.
+func (s *Store) Watch(prefix []byte, fn func(key []byte)) (stop func()) {
+	return s.d.watches.Watch(prefix, fn)
 }
 
 // Stats reports the handle's counters. Syncs is always 0: nothing is synced.

@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 
@@ -24,18 +25,18 @@ func TestReopenSharesData(t *testing.T) {
 	b := a.Reopen()
 	var batch store.Batch
 	batch.Set([]byte("k"), []byte("v"))
-	if err := a.Commit(&batch); err != nil {
+	if err := a.Commit(context.Background(), &batch); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
 	// A handle taken before the commit sees it, and outlives the closed one.
-	got, err := b.Get([]byte("k"))
+	got, err := b.Get(context.Background(), []byte("k"))
 	if err != nil || string(got) != "v" {
 		t.Fatalf("Get through the other handle = %q, %v", got, err)
 	}
-	if _, err := a.Get([]byte("k")); err != store.ErrClosed {
+	if _, err := a.Get(context.Background(), []byte("k")); err != store.ErrClosed {
 		t.Fatalf("closed handle Get: %v, want ErrClosed", err)
 	}
 }
@@ -49,23 +50,23 @@ func TestScanWhileDeleting(t *testing.T) {
 	for i := range n {
 		b.Set(fmt.Appendf(nil, "k%05d", i), []byte("v"))
 	}
-	if err := s.Commit(&b); err != nil {
+	if err := s.Commit(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	seen := 0
-	err := s.Scan(nil, nil, func(k, _ []byte) error {
+	err := s.Scan(context.Background(), nil, nil, func(k, _ []byte) error {
 		if want := fmt.Sprintf("k%05d", seen); string(k) != want {
 			return fmt.Errorf("scan saw %q, want %q", k, want)
 		}
 		seen++
 		var d store.Batch
 		d.Delete(k)
-		return s.Commit(&d)
+		return s.Commit(context.Background(), &d)
 	})
 	if err != nil || seen != n {
 		t.Fatalf("Scan deleting as it goes: saw %d keys, %v; want %d", seen, err, n)
 	}
-	if err := s.Scan(nil, nil, func(k, _ []byte) error { return fmt.Errorf("left %q", k) }); err != nil {
+	if err := s.Scan(context.Background(), nil, nil, func(k, _ []byte) error { return fmt.Errorf("left %q", k) }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -66,7 +67,7 @@ func BenchmarkCommit(b *testing.B) {
 				runCommitters(b, n, func(seq uint64) error {
 					var batch store.Batch
 					batch.Set(benchKey(seq), value)
-					return s.Commit(&batch)
+					return s.Commit(context.Background(), &batch)
 				})
 				reportCommits(b, s, start)
 			})
@@ -90,7 +91,7 @@ func BenchmarkQueueChurn(b *testing.B) {
 				if seq > uint64(n) {
 					batch.Delete(benchKey(seq - uint64(n)))
 				}
-				return s.Commit(&batch)
+				return s.Commit(context.Background(), &batch)
 			})
 			reportCommits(b, s, start)
 			b.ReportMetric(float64(s.Stats().Ops)/time.Since(start).Seconds(), "ops/s")
@@ -125,7 +126,7 @@ func BenchmarkScan1M(b *testing.B) {
 			_, _ = rand.Read(v)
 			batch.Set(benchKey(uint64(j)), v)
 		}
-		if err := s.Commit(&batch); err != nil {
+		if err := s.Commit(context.Background(), &batch); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -139,7 +140,7 @@ func BenchmarkScan1M(b *testing.B) {
 	b.SetBytes(records * 1024)
 	for b.Loop() {
 		n := 0
-		err := s.Scan(nil, nil, func(k, v []byte) error {
+		err := s.Scan(context.Background(), nil, nil, func(k, v []byte) error {
 			n++
 			return nil
 		})

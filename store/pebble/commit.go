@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -210,7 +211,8 @@ func (c *committer) commitLoop() {
 }
 
 // commitGroup applies reqs as one Pebble batch with one fsync and releases
-// the callers with the outcome.
+// the callers with the outcome. A request whose conditions fail is left out
+// of the group and answered with the condition's error.
 func (c *committer) commitGroup(reqs []*request, since time.Time) {
 	ops, bytes := 0, 0
 	for _, r := range reqs {
@@ -220,7 +222,12 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) {
 	// Each operation costs a few bytes of header besides its key and value.
 	pb := c.s.db.NewBatchWithSize(bytes + 16*ops)
 	var err error
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if len(r.b.Conds) > 0 {
+			if r.err = c.checkConds(r.b.Conds, reqs[:i]); r.err != nil {
+				continue
+			}
+		}
 		if err = encode(pb, r.b); err != nil {
 			break
 		}
@@ -238,11 +245,43 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) {
 		if f := c.s.opts.OnCommit; f != nil {
 			f(ops, time.Since(since))
 		}
+		if c.s.watches.Active() {
+			for _, r := range reqs {
+				if r.err == nil {
+					c.s.watches.Notify(r.b.Ops)
+				}
+			}
+		}
 	}
 	for _, r := range reqs {
-		r.err = err
+		if r.err == nil {
+			r.err = err
+		}
 		r.done <- struct{}{}
 	}
+}
+
+// checkConds checks conditions against the database as the earlier
+// requests of the group (those not failed) will leave it.
+func (c *committer) checkConds(conds []store.Cond, earlier []*request) error {
+	return store.CheckConds(conds, func(k []byte) ([]byte, bool, error) {
+		v, closer, err := c.s.db.Get(k)
+		found := err == nil
+		if err != nil && !errors.Is(err, pebble.ErrNotFound) {
+			return nil, false, fmt.Errorf("store/pebble: read condition key: %w", err)
+		}
+		var base []byte
+		if found {
+			base = append([]byte(nil), v...)
+			_ = closer.Close()
+		}
+		for _, r := range earlier {
+			if r.err == nil {
+				base, found = store.ValueAfter(r.b.Ops, k, base, found)
+			}
+		}
+		return base, found, nil
+	})
 }
 
 // encode appends b's operations to pb in order. Pebble copies keys and values

@@ -3,6 +3,7 @@ package pebble
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
@@ -111,7 +112,7 @@ func TestCrashChild(t *testing.T) {
 					b.Delete(crashMarker(round, w, seq-1))
 				}
 				b.Set(crashMarker(round, w, seq), nil)
-				if err := s.Commit(&b); err != nil {
+				if err := s.Commit(context.Background(), &b); err != nil {
 					t.Errorf("commit: %v", err)
 					return
 				}
@@ -198,7 +199,7 @@ func crashVerify(t *testing.T, dir string, lastRound int, acked map[uint64]bool)
 
 	// Every batch present is whole.
 	keys := map[uint64]int{} // id -> keys seen
-	err = s.Scan([]byte("b/"), []byte("b0"), func(k, v []byte) error {
+	err = s.Scan(context.Background(), []byte("b/"), []byte("b0"), func(k, v []byte) error {
 		var id uint64
 		var i int
 		if _, err := fmt.Sscanf(string(k), "b/%016x/%d", &id, &i); err != nil {
@@ -241,7 +242,7 @@ func crashVerify(t *testing.T, dir string, lastRound int, acked map[uint64]bool)
 	}
 	// Per writer: a prefix of its sequence, and the marker on its end.
 	markers := map[[2]int][]int{}
-	err = s.Scan([]byte("m/"), []byte("m0"), func(k, _ []byte) error {
+	err = s.Scan(context.Background(), []byte("m/"), []byte("m0"), func(k, _ []byte) error {
 		var r, w, seq int
 		if _, err := fmt.Sscanf(string(k), "m/%02d/%02d/%010d", &r, &w, &seq); err != nil {
 			return fmt.Errorf("marker %q: %v", k, err)

@@ -1,6 +1,7 @@
 package pebble_test
 
 import (
+	"context"
 	"fmt"
 	"log"
 	"os"
@@ -26,18 +27,18 @@ func Example() {
 	var b store.Batch
 	b.Set([]byte("q/orders/0001"), []byte("first"))
 	b.Set([]byte("q/orders/0002"), []byte("second"))
-	if err := s.Commit(&b); err != nil {
+	if err := s.Commit(context.Background(), &b); err != nil {
 		log.Fatal(err)
 	}
 
 	// Complete the first message.
 	b.Reset()
 	b.Delete([]byte("q/orders/0001"))
-	if err := s.Commit(&b); err != nil {
+	if err := s.Commit(context.Background(), &b); err != nil {
 		log.Fatal(err)
 	}
 
-	err = s.Scan([]byte("q/orders/"), []byte("q/orders0"), func(k, v []byte) error {
+	err = s.Scan(context.Background(), []byte("q/orders/"), []byte("q/orders0"), func(k, v []byte) error {
 		fmt.Printf("%s = %s\n", k, v)
 		return nil
 	})

@@ -13,6 +13,7 @@
 package pebble
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,6 +140,7 @@ type Store struct {
 	drainOnce sync.Once
 
 	committer committer
+	watches   store.Watchers
 
 	commits atomic.Uint64
 	syncs   atomic.Uint64
@@ -184,11 +186,13 @@ func (s *Store) release() {
 	}
 }
 
-// Commit applies b atomically and returns once it is fsynced. Concurrent
-// Commits are merged into one Pebble batch and one fsync. Keys and values are
-// copied before Commit returns; the caller may reuse b's slices afterwards.
-// An empty batch returns nil at once and is not counted.
-func (s *Store) Commit(b *store.Batch) error {
+// Commit applies b atomically, if its conditions hold, and returns once it
+// is fsynced. Concurrent Commits are merged into one Pebble batch and one
+// fsync. Keys and values are copied before Commit returns; the caller may
+// reuse b's slices afterwards. A batch without operations or conditions
+// returns nil at once and is not counted. ctx is honoured until the batch is
+// queued for the committer; after that Commit reports the real outcome.
+func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if !s.acquire() {
 		return store.ErrClosed
 	}
@@ -196,18 +200,31 @@ func (s *Store) Commit(b *store.Batch) error {
 	if err := b.Validate(); err != nil {
 		return err
 	}
-	if b == nil || len(b.Ops) == 0 {
+	if b == nil || len(b.Ops)+len(b.Conds) == 0 {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	return s.committer.commit(b)
 }
 
+// Watch calls fn with the keys under prefix changed by commits; see
+// store.Store. An embedded store has one writer, so only this process's
+// commits are reported.
+func (s *Store) Watch(prefix []byte, fn func(key []byte)) (stop func()) {
+	return s.watches.Watch(prefix, fn)
+}
+
 // Get returns a copy of the value stored under key, or store.ErrNotFound.
-func (s *Store) Get(key []byte) ([]byte, error) {
+func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
 	if !s.acquire() {
 		return nil, store.ErrClosed
 	}
 	defer s.release()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, store.ErrNotFound
@@ -228,11 +245,14 @@ func (s *Store) Get(key []byte) ([]byte, error) {
 // the scan starts: commits made meanwhile, including by fn, are not seen. fn
 // may call Get and Commit, but not Close. key and value are valid only during
 // the call and must not be modified.
-func (s *Store) Scan(start, end []byte, fn func(key, value []byte) error) error {
+func (s *Store) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte) error) error {
 	if !s.acquire() {
 		return store.ErrClosed
 	}
 	defer s.release()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if store.EmptyRange(start, end) {
 		return nil
 	}
@@ -240,7 +260,13 @@ func (s *Store) Scan(start, end []byte, fn func(key, value []byte) error) error 
 	if err != nil {
 		return fmt.Errorf("store/pebble: scan: %w", err)
 	}
-	for ok := it.First(); ok; ok = it.Next() {
+	for ok, n := it.First(), 0; ok; ok, n = it.Next(), n+1 {
+		if n&1023 == 1023 {
+			if err := ctx.Err(); err != nil {
+				_ = it.Close()
+				return err
+			}
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
 			_ = it.Close()

@@ -106,7 +106,7 @@ func (h *commitHook) calls() []int {
 func commitOne(s store.Store, key string) error {
 	var b store.Batch
 	b.Set([]byte(key), []byte("v"))
-	return s.Commit(&b)
+	return s.Commit(context.Background(), &b)
 }
 
 // groupScenario commits one batch whose sync is held, queues `callers` more
@@ -269,7 +269,7 @@ func TestCloseWhileCommitting(t *testing.T) {
 	}
 	defer r.Close()
 	n := 0
-	if err := r.Scan(nil, nil, func(_, _ []byte) error { n++; return nil }); err != nil {
+	if err := r.Scan(context.Background(), nil, nil, func(_, _ []byte) error { n++; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if int64(n) != ok.Load() {
@@ -298,10 +298,10 @@ func TestCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Get([]byte("before")); err != nil {
+	if _, err := b.Get(context.Background(), []byte("before")); err != nil {
 		t.Fatalf("checkpoint lacks data committed before it: %v", err)
 	}
-	if _, err := b.Get([]byte("after")); !errors.Is(err, store.ErrNotFound) {
+	if _, err := b.Get(context.Background(), []byte("after")); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("checkpoint has data committed after it: %v", err)
 	}
 }
@@ -317,7 +317,7 @@ func TestDeleteRangeReclaimsSpace(t *testing.T) {
 			_, _ = rand.Read(v) // incompressible
 			b.Set([]byte(key(key("m", batch), i)), v)
 		}
-		if err := s.Commit(&b); err != nil {
+		if err := s.Commit(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -330,7 +330,7 @@ func TestDeleteRangeReclaimsSpace(t *testing.T) {
 	}
 	var b store.Batch
 	b.DeleteRange([]byte("m/"), []byte("m0"))
-	if err := s.Commit(&b); err != nil {
+	if err := s.Commit(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.db.Flush(); err != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -38,7 +39,7 @@ func testNotFound(t *testing.T, h Harness) {
 	wantMissing(t, s, "x")
 	wantMissing(t, s, "x10")
 	wantMissing(t, s, "x0")
-	got, err := s.Get([]byte("x"))
+	got, err := s.Get(context.Background(), []byte("x"))
 	if got != nil {
 		t.Fatalf("Get of missing key returned value %q with %v", got, err)
 	}
@@ -53,7 +54,7 @@ func testEmptyValue(t *testing.T, h Harness) {
 	commit(t, s, &b)
 
 	for _, k := range []string{"empty", "nil"} {
-		got, err := s.Get([]byte(k))
+		got, err := s.Get(context.Background(), []byte(k))
 		if err != nil {
 			t.Fatalf("Get(%q) of an empty value: %v, want no error", k, err)
 		}
@@ -167,7 +168,7 @@ func testScanStop(t *testing.T, h Harness) {
 	}
 	stop := errors.New("stop here")
 	var seen []string
-	err := s.Scan(nil, nil, func(k, _ []byte) error {
+	err := s.Scan(context.Background(), nil, nil, func(k, _ []byte) error {
 		seen = append(seen, string(k))
 		if len(seen) == 3 {
 			return stop
@@ -188,8 +189,8 @@ func testScanReentrant(t *testing.T, h Harness) {
 		set(t, s, key("k", i), key("v", i))
 	}
 	n := 0
-	err := s.Scan(nil, nil, func(k, v []byte) error {
-		got, err := s.Get(k)
+	err := s.Scan(context.Background(), nil, nil, func(k, v []byte) error {
+		got, err := s.Get(context.Background(), k)
 		if err != nil {
 			return err
 		}
@@ -212,11 +213,11 @@ func testScanCallbackCommits(t *testing.T, h Harness) {
 	// Recovery code may fix records as it scans them: commits from inside
 	// the callback must neither deadlock nor disturb the scan.
 	n := 0
-	err := s.Scan([]byte("k"), []byte("l"), func(k, _ []byte) error {
+	err := s.Scan(context.Background(), []byte("k"), []byte("l"), func(k, _ []byte) error {
 		n++
 		var b store.Batch
 		b.Set(append([]byte("fixed/"), k...), []byte("done"))
-		return s.Commit(&b)
+		return s.Commit(context.Background(), &b)
 	})
 	if err != nil || n != 300 {
 		t.Fatalf("Scan committing inside: %d keys, %v; want 300, nil", n, err)
@@ -254,14 +255,14 @@ func testInvalidBatch(t *testing.T, h Harness) {
 	b.Set([]byte("a"), []byte("1"))
 	b.Delete([]byte("keep"))
 	b.Ops = append(b.Ops, store.Op{Kind: 0, Key: []byte("x")})
-	if err := s.Commit(&b); !errors.Is(err, store.ErrInvalidBatch) {
+	if err := s.Commit(context.Background(), &b); !errors.Is(err, store.ErrInvalidBatch) {
 		t.Fatalf("Commit of an unknown op kind: %v, want ErrInvalidBatch", err)
 	}
 
 	b = store.Batch{}
 	b.Set([]byte("a"), []byte("1"))
 	b.DeleteRange([]byte("k"), nil)
-	if err := s.Commit(&b); !errors.Is(err, store.ErrInvalidBatch) {
+	if err := s.Commit(context.Background(), &b); !errors.Is(err, store.ErrInvalidBatch) {
 		t.Fatalf("Commit of a delete-range without end: %v, want ErrInvalidBatch", err)
 	}
 	// Nothing of either batch was applied.
@@ -271,10 +272,10 @@ func testInvalidBatch(t *testing.T, h Harness) {
 func testEmptyBatch(t *testing.T, h Harness) {
 	s := open(t, h)
 	before := s.Stats()
-	if err := s.Commit(&store.Batch{}); err != nil {
+	if err := s.Commit(context.Background(), &store.Batch{}); err != nil {
 		t.Fatalf("Commit of an empty batch: %v", err)
 	}
-	if err := s.Commit(nil); err != nil {
+	if err := s.Commit(context.Background(), nil); err != nil {
 		t.Fatalf("Commit(nil): %v", err)
 	}
 	if got := s.Stats(); got != before {
@@ -296,7 +297,7 @@ func testValuesCopied(t *testing.T, h Harness) {
 	wantValue(t, s, "key", "value")
 	wantMissing(t, s, "XXX")
 
-	got, err := s.Get([]byte("key"))
+	got, err := s.Get(context.Background(), []byte("key"))
 	if err != nil {
 		t.Fatal(err)
 	}

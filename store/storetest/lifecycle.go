@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -25,7 +26,7 @@ func testConcurrentCommits(t *testing.T, h Harness) {
 				b.Set([]byte(key(key("w", w)+"/a", i)), []byte(key("v", i)))
 				b.Set([]byte(key(key("w", w)+"/b", i)), []byte(key("v", i)))
 				b.Delete([]byte(key(key("w", w)+"/a", i-1)))
-				if err := s.Commit(&b); err != nil {
+				if err := s.Commit(context.Background(), &b); err != nil {
 					errs <- err
 					return
 				}
@@ -83,13 +84,13 @@ func testLargeValues(t *testing.T, h Harness) {
 	check := func(s store.Store) {
 		t.Helper()
 		for k, want := range map[string][]byte{"big1": v1, "big2": v2} {
-			got, err := s.Get([]byte(k))
+			got, err := s.Get(context.Background(), []byte(k))
 			if err != nil || !bytes.Equal(got, want) {
 				t.Fatalf("Get(%q): %d bytes, %v; want the 4 MiB value", k, len(got), err)
 			}
 		}
 		n := 0
-		err := s.Scan([]byte("big"), []byte("big\xff"), func(k, v []byte) error {
+		err := s.Scan(context.Background(), []byte("big"), []byte("big\xff"), func(k, v []byte) error {
 			n++
 			if len(v) != 4<<20 {
 				t.Errorf("Scan %q: %d bytes", k, len(v))
@@ -227,7 +228,7 @@ func testReopen(t *testing.T, h Harness) {
 		s = reopen(t, h, s)
 		wantScan(t, s, nil, nil, m.scan("", "", false))
 		wantMissing(t, s, key(key("c", cycle), 60))
-		got, err := s.Get([]byte("empty"))
+		got, err := s.Get(context.Background(), []byte("empty"))
 		if err != nil || len(got) != 0 {
 			t.Fatalf("empty value after reopen: %q, %v", got, err)
 		}
@@ -245,14 +246,14 @@ func testClosed(t *testing.T, h Harness) {
 	}
 	var b store.Batch
 	b.Set([]byte("k2"), []byte("v"))
-	if err := s.Commit(&b); !errors.Is(err, store.ErrClosed) {
+	if err := s.Commit(context.Background(), &b); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Commit after Close: %v, want ErrClosed", err)
 	}
-	if _, err := s.Get([]byte("k")); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.Get(context.Background(), []byte("k")); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Get after Close: %v, want ErrClosed", err)
 	}
 	called := false
-	err := s.Scan(nil, nil, func(_, _ []byte) error { called = true; return nil })
+	err := s.Scan(context.Background(), nil, nil, func(_, _ []byte) error { called = true; return nil })
 	if !errors.Is(err, store.ErrClosed) || called {
 		t.Fatalf("Scan after Close: %v (callback called: %v), want ErrClosed", err, called)
 	}

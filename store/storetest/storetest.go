@@ -9,6 +9,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -54,6 +55,10 @@ func Run(t *testing.T, h Harness) {
 		{"RandomAgainstModel", testRandomModel},
 		{"ReopenKeepsEverything", testReopen},
 		{"ErrClosedAfterClose", testClosed},
+		{"CancelledContextAppliesNothing", testCancelledContext},
+		{"Conditions", testConditions},
+		{"ConditionsUnderConcurrency", testConditionsRace},
+		{"Watch", testWatch},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -88,7 +93,7 @@ type kv struct{ key, value string }
 
 func commit(t *testing.T, s store.Store, b *store.Batch) {
 	t.Helper()
-	if err := s.Commit(b); err != nil {
+	if err := s.Commit(context.Background(), b); err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
 }
@@ -108,7 +113,7 @@ func set(t *testing.T, s store.Store, pairs ...string) {
 // wantValue fails unless key holds exactly value.
 func wantValue(t *testing.T, s store.Store, key, value string) {
 	t.Helper()
-	got, err := s.Get([]byte(key))
+	got, err := s.Get(context.Background(), []byte(key))
 	if err != nil {
 		t.Fatalf("Get(%q): %v, want %q", key, err, value)
 	}
@@ -120,7 +125,7 @@ func wantValue(t *testing.T, s store.Store, key, value string) {
 // wantMissing fails unless Get(key) returns ErrNotFound.
 func wantMissing(t *testing.T, s store.Store, key string) {
 	t.Helper()
-	got, err := s.Get([]byte(key))
+	got, err := s.Get(context.Background(), []byte(key))
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Get(%q) = %q, %v; want ErrNotFound", key, got, err)
 	}
@@ -130,7 +135,7 @@ func wantMissing(t *testing.T, s store.Store, key string) {
 func scan(t *testing.T, s store.Store, start, end []byte) []kv {
 	t.Helper()
 	var out []kv
-	err := s.Scan(start, end, func(k, v []byte) error {
+	err := s.Scan(context.Background(), start, end, func(k, v []byte) error {
 		out = append(out, kv{string(k), string(v)})
 		return nil
 	})

@@ -1,0 +1,375 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/store"
+	"github.com/busbar-io/busbar/store/memstore"
+)
+
+// Every operation applies completely or not at all: after a failure, the
+// store and the runtime counts are exactly as before, and every lock that
+// was held is still held.
+
+// state is what a failed operation must leave untouched: every record in
+// the store, and the runtime counts of the named queues.
+type state struct {
+	records string
+	counts  map[string]RuntimeInfo
+}
+
+func (e *env) state(queues ...string) state {
+	e.t.Helper()
+	var buf bytes.Buffer
+	e.must(e.st.Scan(e.ctx, nil, nil, func(k, v []byte) error {
+		fmt.Fprintf(&buf, "%x=%x\n", k, v)
+		return nil
+	}))
+	s := state{records: buf.String(), counts: map[string]RuntimeInfo{}}
+	for _, q := range queues {
+		ri := e.info(q)
+		ri.AccessedAt = time.Time{} // reading is access
+		s.counts[q] = ri
+	}
+	return s
+}
+
+func (e *env) wantUnchanged(before state, queues ...string) {
+	e.t.Helper()
+	after := e.state(queues...)
+	if after.records != before.records {
+		e.t.Fatalf("a failed operation changed the store:\nbefore:\n%s\nafter:\n%s", before.records, after.records)
+	}
+	for q, ri := range before.counts {
+		if after.counts[q] != ri {
+			e.t.Fatalf("a failed operation changed the counts of %q:\nbefore %+v\nafter  %+v", q, ri, after.counts[q])
+		}
+	}
+}
+
+// locked receives n messages of q in peek-lock mode on a consumer that
+// stays open (locks survive).
+func (e *env) locked(q string, n int) []*Message {
+	e.t.Helper()
+	c, s := e.consumer(q, PeekLock)
+	c.AddCredit(n)
+	c.Drain()
+	got := s.take()
+	if len(got) != n {
+		e.t.Fatalf("received %d messages of %q, want %d", len(got), q, n)
+	}
+	return got
+}
+
+func TestSettlementWithABadTokenChangesNothing(t *testing.T) {
+	ops := map[string]func(e *env, tokens ...LockToken) error{
+		"complete": func(e *env, ts ...LockToken) error { return e.b.Complete(e.ctx, "q", ts...) },
+		"abandon": func(e *env, ts ...LockToken) error {
+			return e.b.Abandon(e.ctx, "q", map[string]any{"x": int64(1)}, ts...)
+		},
+		"defer":      func(e *env, ts ...LockToken) error { return e.b.Defer(e.ctx, "q", nil, ts...) },
+		"deadletter": func(e *env, ts ...LockToken) error { return e.b.DeadLetter(e.ctx, "q", "r", "d", nil, ts...) },
+	}
+	for name, op := range ops {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.queue("q", QueueProperties{})
+			e.send("q", msg("a"), msg("b"), msg("c"))
+			ms := e.locked("q", 3)
+			before := e.state("q")
+			// A valid token, then one that locks nothing, then another valid one.
+			err := op(e, ms[0].LockToken, LockToken{9}, ms[2].LockToken)
+			wantErr(t, err, ErrLockLost)
+			e.wantUnchanged(before, "q")
+			// A token given twice.
+			err = op(e, ms[0].LockToken, ms[1].LockToken, ms[0].LockToken)
+			wantErr(t, err, ErrInvalidArgument)
+			e.wantUnchanged(before, "q")
+			// The locks are intact: the same settlement with good tokens works.
+			e.must(op(e, ms[0].LockToken, ms[1].LockToken, ms[2].LockToken))
+		})
+	}
+}
+
+// The bug this guards against: a dead-letter of a main-queue message and
+// a dead-letter-queue message (both locked on the queue's state) applied
+// the first and then failed on the second.
+func TestDeadLetterOfMainAndDeadLetteredMessageChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("to-dlq"), msg("main"))
+	first := e.locked("q", 1)[0]
+	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, first.LockToken))
+	dlq := e.locked("q/$DeadLetterQueue", 1)[0]
+	main := e.locked("q", 1)[0]
+	before := e.state("q")
+	err := e.b.DeadLetter(e.ctx, "q", "again", "", nil, main.LockToken, dlq.LockToken)
+	wantErr(t, err, ErrInvalidArgument)
+	e.wantUnchanged(before, "q")
+	e.must(e.b.DeadLetter(e.ctx, "q", "once", "", nil, main.LockToken))
+	if ri := e.info("q"); ri.DeadLetterMessageCount != 2 || ri.ActiveMessageCount != 0 {
+		t.Fatalf("runtime %+v, want 2 dead-lettered", ri)
+	}
+}
+
+// flakyStore fails reads of message bodies on demand, to make the one step
+// of a settlement that can fail after its checks (reading the message to
+// change its properties) fail.
+type flakyStore struct {
+	*memstore.Store
+	failGets atomic.Bool
+}
+
+var errInjected = errors.New("injected read failure")
+
+func (f *flakyStore) Get(ctx context.Context, k []byte) ([]byte, error) {
+	if f.failGets.Load() && len(k) > 0 && k[0] == kBody {
+		return nil, errInjected
+	}
+	return f.Store.Get(ctx, k)
+}
+
+// newFlakyEnv is an env whose broker caches no bodies, over a flakyStore.
+func newFlakyEnv(t *testing.T) (*env, *flakyStore) {
+	e := &env{t: t, ctx: context.Background(), st: memstore.New(), clk: clock.NewFake(t0)}
+	fs := &flakyStore{Store: e.st}
+	b, err := Open(e.ctx, fs, Options{Clock: e.clk, Rand: seededRand{rand.NewChaCha8([32]byte{1})},
+		Logger: slog.New(slog.DiscardHandler), CacheBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.b = b
+	t.Cleanup(func() { b.Close() })
+	return e, fs
+}
+
+func TestSettlementThatCannotReadItsMessageChangesNothing(t *testing.T) {
+	e, fs := newFlakyEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	ms := e.locked("q", 2)
+	before := e.state("q")
+	fs.failGets.Store(true)
+	err := e.b.Abandon(e.ctx, "q", map[string]any{"why": "x"}, ms[0].LockToken, ms[1].LockToken)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("Abandon with unreadable messages: %v, want the read error", err)
+	}
+	err = e.b.DeadLetter(e.ctx, "q", "r", "", nil, ms[0].LockToken, ms[1].LockToken)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("DeadLetter with unreadable messages: %v, want the read error", err)
+	}
+	fs.failGets.Store(false)
+	e.wantUnchanged(before, "q")
+	// Still locked by the same tokens, delivery counts unchanged.
+	e.must(e.b.Abandon(e.ctx, "q", map[string]any{"why": "y"}, ms[0].LockToken, ms[1].LockToken))
+	again := e.receive("q", PeekLock, 2)
+	for _, m := range again {
+		if m.DeliveryCount != 1 || m.Properties["why"] != "y" {
+			t.Fatalf("after one abandon: delivery count %d, properties %v", m.DeliveryCount, m.Properties)
+		}
+	}
+}
+
+// A delivery whose body is not cached is read outside the queue's lock;
+// when the read fails the message is not lost: receive-and-delete keeps it
+// in the queue, peek-lock delivers it again after its lock expires.
+func TestDeliveryThatCannotReadItsMessageLosesNothing(t *testing.T) {
+	e, fs := newFlakyEnv(t)
+	e.queue("q", QueueProperties{LockDuration: 10 * time.Second})
+	e.send("q", msg("a"))
+	fs.failGets.Store(true)
+	if got := e.receive("q", ReceiveAndDelete, 1); len(got) != 0 {
+		t.Fatalf("received %d messages from an unreadable store", len(got))
+	}
+	if ri := e.info("q"); ri.ActiveMessageCount != 1 {
+		t.Fatalf("receive-and-delete of an unreadable message: runtime %+v, want it still active", ri)
+	}
+	if got := e.receive("q", PeekLock, 1); len(got) != 0 {
+		t.Fatalf("peek-lock delivered %d unreadable messages", len(got))
+	}
+	fs.failGets.Store(false)
+	e.clk.Advance(11 * time.Second)
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 1), "a")
+}
+
+func TestBatchWithOneBadMessageChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{MaxSizeInMegabytes: 1})
+	e.send("q", msg("existing"))
+	before := e.state("q")
+	bad := []*Message{
+		{Body: []byte("ok")},
+		{Body: []byte("bad"), Properties: map[string]any{"unsupported": struct{}{}}},
+	}
+	if err := e.b.Send(e.ctx, "q", bad); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("batch with a bad message: %v, want ErrInvalidArgument", err)
+	}
+	e.wantUnchanged(before, "q")
+	// Over the quota halfway through the batch: nothing of it is stored.
+	big := make([]*Message, 3)
+	for i := range big {
+		big[i] = &Message{Body: make([]byte, 400<<10)}
+	}
+	if err := e.b.Send(e.ctx, "q", big); !errors.Is(err, ErrQuotaExceeded) {
+		t.Fatalf("batch over the quota: %v, want ErrQuotaExceeded", err)
+	}
+	e.wantUnchanged(before, "q")
+	_, err := e.b.ScheduleEach(e.ctx, "q", []*Message{
+		{Body: []byte("later"), ScheduledEnqueueTime: t0.Add(time.Hour)},
+		{Body: []byte("no time")},
+	})
+	wantErr(t, err, ErrInvalidArgument)
+	e.wantUnchanged(before, "q")
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "existing")
+}
+
+func TestCancelScheduledWithAnUnknownNumberChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Hour), []*Message{msg("a"), msg("b")})
+	e.must(err)
+	before := e.state("q")
+	wantErr(t, e.b.CancelScheduled(e.ctx, "q", []int64{seqs[0], 999999, seqs[1]}), ErrMessageNotFound)
+	e.wantUnchanged(before, "q")
+	e.must(e.b.CancelScheduled(e.ctx, "q", seqs))
+}
+
+func TestReceiveDeferredWithAnUnknownNumberChangesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	ms := e.locked("q", 2)
+	e.must(e.b.Defer(e.ctx, "q", nil, ms[0].LockToken, ms[1].LockToken))
+	before := e.state("q")
+	for _, mode := range []ReceiveMode{PeekLock, ReceiveAndDelete} {
+		_, err := e.b.ReceiveDeferred(e.ctx, "q", []int64{ms[0].SequenceNumber, 12345}, mode)
+		wantErr(t, err, ErrMessageNotFound)
+		e.wantUnchanged(before, "q")
+	}
+	got, err := e.b.ReceiveDeferred(e.ctx, "q", []int64{ms[1].SequenceNumber, ms[0].SequenceNumber}, ReceiveAndDelete)
+	e.must(err)
+	wantBodies(t, got, "b", "a")
+}
+
+func TestRuleAndEntityUpdatesThatFailChangeNothing(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{})
+	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = 1"}}))
+	e.queue("q", QueueProperties{})
+	before := e.state()
+	if err := e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = = 1"}}); err == nil {
+		t.Fatal("UpdateRule accepted a broken filter")
+	}
+	if err := e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = 2"},
+		Action: "SET"}); err == nil {
+		t.Fatal("UpdateRule accepted a broken action")
+	}
+	wantErr(t, e.b.UpdateQueue(e.ctx, "q", QueueProperties{RequiresSession: true}), ErrInvalidArgument)
+	wantErr(t, e.b.UpdateQueue(e.ctx, "q", QueueProperties{ForwardTo: "nowhere"}), ErrNotFound)
+	e.wantUnchanged(before)
+	rs, err := e.b.ListRules(e.ctx, "t", "s", 0, 10)
+	e.must(err)
+	for _, r := range rs {
+		if r.Name == "r" && r.Filter.SQL != "a = 1" {
+			t.Fatalf("rule after failed updates: %+v", r)
+		}
+	}
+}
+
+func TestCancelledContextAppliesNothing(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"))
+	m := e.locked("q", 1)[0]
+	before := e.state("q")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls := map[string]error{
+		"Send":          e.b.Send(ctx, "q", []*Message{msg("x")}),
+		"Complete":      e.b.Complete(ctx, "q", m.LockToken),
+		"Abandon":       e.b.Abandon(ctx, "q", nil, m.LockToken),
+		"DeadLetter":    e.b.DeadLetter(ctx, "q", "r", "", nil, m.LockToken),
+		"CreateQueue":   e.b.CreateQueue(ctx, "q2", QueueProperties{}),
+		"UpdateQueue":   e.b.UpdateQueue(ctx, "q", QueueProperties{MaxDeliveryCount: 3}),
+		"CancelMissing": e.b.CancelScheduled(ctx, "q", []int64{1}),
+	}
+	_, calls["ScheduleEach"] = e.b.ScheduleEach(ctx, "q", []*Message{{Body: []byte("s"), ScheduledEnqueueTime: t0.Add(time.Hour)}})
+	_, calls["RenewLock"] = e.b.RenewLock(ctx, "q", m.LockToken)
+	for name, err := range calls {
+		if name == "CancelMissing" {
+			continue // nothing to apply either way
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("%s with a cancelled context: %v, want context.Canceled", name, err)
+		}
+	}
+	e.wantUnchanged(before, "q")
+	e.must(e.b.Complete(e.ctx, "q", m.LockToken))
+}
+
+// Sequence numbers are never reused across restarts, though the
+// high-water marks that guard them are written with the messages (in any
+// commit order) rather than by commits of their own.
+func TestSequenceNumbersNeverReusedAcrossRestarts(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	var last int64
+	for round := range 3 {
+		e.send("q", msg("a"), msg("b"))
+		got := e.receive("q", ReceiveAndDelete, 2)
+		for _, m := range got {
+			if m.SequenceNumber <= last {
+				t.Fatalf("round %d: sequence number %d after %d", round, m.SequenceNumber, last)
+			}
+			last = m.SequenceNumber
+		}
+		e.restart()
+	}
+	// Only the largest mark is kept.
+	n := 0
+	e.must(e.st.Scan(e.ctx, []byte{kCounter}, []byte{kCounter + 1}, func(k, _ []byte) error { n++; return nil }))
+	if n != 1 {
+		t.Fatalf("%d counter marks stored, want 1", n)
+	}
+}
+
+func TestSequenceMarksCommittedOutOfOrderKeepTheLargest(t *testing.T) {
+	st := memstore.New()
+	c := &seqCounter{eid: 7}
+	commit := func(mark uint64) {
+		var bt batchBuf
+		c.markOps(&bt, mark)
+		if err := st.Commit(context.Background(), &bt.Batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(300) // a later batch with a larger mark commits first...
+	commit(200) // ...then an earlier one with a smaller mark
+	var marks []string
+	_ = st.Scan(context.Background(), nil, nil, func(k, _ []byte) error {
+		marks = append(marks, fmt.Sprintf("%x", k))
+		return nil
+	})
+	want := []string{fmt.Sprintf("%x", key2(kCounter, 7, 200)), fmt.Sprintf("%x", key2(kCounter, 7, 300))}
+	if fmt.Sprint(marks) != fmt.Sprint(want) {
+		t.Fatalf("marks %v, want %v", marks, want)
+	}
+	commit(400)
+	n := 0
+	_ = st.Scan(context.Background(), nil, nil, func(_, _ []byte) error { n++; return nil })
+	if n != 1 {
+		t.Fatalf("%d marks after a larger one, want 1", n)
+	}
+}
+
+var _ store.Store = (*flakyStore)(nil)

@@ -55,141 +55,20 @@ func (b *Broker) recover(ctx context.Context) error {
 			}
 		}
 	}
-	if err := b.recoverRules(ctx); err != nil {
-		return err
-	}
-	if err := b.st.Scan(ctx, []byte{kCounter}, []byte{kCounter + 1}, func(k, v []byte) error {
-		if len(k) != 9 && len(k) != 17 {
-			return fmt.Errorf("%w: counter key %x", errCorrupt, k)
-		}
-		e := b.byID[binary.BigEndian.Uint64(k[1:9])]
-		if e == nil || e.seq == nil {
-			return nil
-		}
-		var n uint64
-		if len(k) == 17 { // a mark (index.go)
-			n = binary.BigEndian.Uint64(k[9:])
-		} else { // a counter value, as written before marks
-			var err error
-			if n, err = decodeUint(v); err != nil {
-				return err
-			}
-		}
-		if n > e.seq.reserved {
-			e.seq.reserved, e.seq.next = n, n+1
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := b.recoverMessages(ctx); err != nil {
-		return err
-	}
-	if err := b.recoverDedupe(ctx, now.UnixNano()); err != nil {
-		return err
-	}
-	if err := b.recoverSessions(ctx); err != nil {
-		return err
-	}
 	for _, e := range b.byID {
-		b.armIdle(e)
-	}
-	return nil
-}
-
-func (b *Broker) recoverRules(ctx context.Context) error {
-	return b.st.Scan(ctx, []byte{kRule}, []byte{kRule + 1}, func(k, v []byte) error {
-		if len(k) < 9 {
-			return nil
-		}
-		s := b.byID[binary.BigEndian.Uint64(k[1:9])]
-		if s == nil || s.kind != kindSubscription {
-			return nil
-		}
-		rp, err := decodeRule(v)
-		if err != nil {
-			return fmt.Errorf("rule record %x: %w", k, err)
-		}
-		r, err := compileRule(*rp, b.newID)
-		if err != nil {
-			return fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
-		}
-		s.rules = append(s.rules, r)
-		sortRules(s.rules)
-		return nil
-	})
-}
-
-func (b *Broker) recoverMessages(ctx context.Context) error {
-	var cur *entity
-	n := 0
-	return b.st.Scan(ctx, []byte{kMessage}, []byte{kMessage + 1}, func(k, v []byte) error {
-		if len(k) != 18 {
-			return fmt.Errorf("%w: message key %x", errCorrupt, k)
-		}
-		if n++; n%65536 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		eid, seq := binary.BigEndian.Uint64(k[1:9]), binary.BigEndian.Uint64(k[10:])
-		if cur == nil || cur.id != eid {
-			cur = b.byID[eid]
-		}
-		if cur == nil || cur.q == nil {
-			return nil
-		}
-		mm, err := decodeMeta(v)
-		if err == nil && byte(mm.sub) != k[9] {
-			err = fmt.Errorf("%w: subqueue %d in a key of subqueue %d", errCorrupt, mm.sub, k[9])
-		}
-		if err != nil {
-			return fmt.Errorf("message %d of %q: %w", seq, cur.path(), err)
-		}
-		q := cur.q
-		m := &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
-			size: mm.size, deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
-		if seq >= cur.seq.next {
-			cur.seq.next = seq + 1
-			if cur.seq.reserved < seq {
-				cur.seq.reserved = seq
-			}
-		}
-		q.mu.Lock()
-		if m.sub == SubqueueMain && cur.props().RequiresSession {
-			m.sess = q.session(mm.sessionID, true)
-		}
-		q.insert(m)
-		q.mu.Unlock()
-		return nil
-	})
-}
-
-func (b *Broker) recoverDedupe(ctx context.Context, now int64) error {
-	var stale batchBuf
-	err := b.st.Scan(ctx, []byte{kDedupe}, []byte{kDedupe + 1}, func(k, v []byte) error {
-		if len(k) < 9 {
-			return nil
-		}
-		e := b.byID[binary.BigEndian.Uint64(k[1:9])]
-		at, err := decodeUint(v)
-		if err != nil {
+		if err := b.loadEntity(ctx, e, now.UnixNano()); err != nil {
 			return err
 		}
-		if e == nil || e.dd == nil || now-int64(at) >= int64(e.props().DupWindow) {
-			stale.Delete(append([]byte(nil), k...))
-			return nil
-		}
-		e.dd.add(string(k[9:]), int64(at))
-		return nil
-	})
-	if err != nil {
-		return err
 	}
+	var stale batchBuf
 	for _, e := range b.byID {
 		if e.dd != nil {
 			sortDedupe(e.dd)
+			for _, old := range e.dd.expire(now.UnixNano()-int64(e.props().DupWindow), 1<<30) {
+				stale.Delete(keyS(kDedupe, e.id, old))
+			}
 		}
+		b.armIdle(e)
 	}
 	if stale.Len() > 0 {
 		return b.commit(ctx, &stale.Batch)
@@ -197,23 +76,129 @@ func (b *Broker) recoverDedupe(ctx context.Context, now int64) error {
 	return nil
 }
 
-func sortDedupe(d *dedupeWindow) {
-	f := d.fifo[d.head:]
-	sort.Slice(f, func(i, j int) bool { return f[i].at < f[j].at })
-}
-
-func (b *Broker) recoverSessions(ctx context.Context) error {
-	return b.st.Scan(ctx, []byte{kSession}, []byte{kSession + 1}, func(k, v []byte) error {
-		if len(k) < 9 || len(v) < 8 {
-			return nil
+// loadEntity rebuilds one entity's in-memory state from its own key ranges
+// — its rules, sequence marks, messages, duplicate-detection ids and
+// session states — without reading any other entity's records: what a
+// node taking over one entity of a shared store needs. Duplicate ids past
+// the window are dropped by the caller.
+func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
+	scan := func(kind byte, fn func(k, v []byte) error) error {
+		start, end := prefixRange(kind, e.id)
+		return b.st.Scan(ctx, start, end, fn)
+	}
+	if e.kind == kindSubscription {
+		if err := scan(kRule, func(k, v []byte) error { return b.loadRule(e, k, v) }); err != nil {
+			return err
 		}
-		e := b.byID[binary.BigEndian.Uint64(k[1:9])]
-		if e == nil || e.q == nil {
+	}
+	if e.seq != nil {
+		if err := scan(kCounter, func(k, v []byte) error { return loadMark(e, k, v) }); err != nil {
+			return err
+		}
+	}
+	if e.q == nil {
+		return nil
+	}
+	n := 0
+	if err := scan(kMessage, func(k, v []byte) error {
+		if n++; n%65536 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		return b.loadMessage(e, k, v)
+	}); err != nil {
+		return err
+	}
+	if e.dd != nil {
+		if err := scan(kDedupe, func(k, v []byte) error {
+			at, err := decodeUint(v)
+			if err != nil {
+				return fmt.Errorf("duplicate-detection record of %q: %w", e.path(), err)
+			}
+			e.dd.add(string(k[9:]), int64(at))
 			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	return scan(kSession, func(k, v []byte) error {
+		if len(v) < 8 {
+			return fmt.Errorf("%w: session state record of %q of %d bytes", errCorrupt, e.path(), len(v))
 		}
 		s := e.q.session(string(k[9:]), true)
 		s.hasState = true
 		s.stateUpdated = int64(binary.BigEndian.Uint64(v))
 		return nil
 	})
+}
+
+func (b *Broker) loadRule(s *entity, k, v []byte) error {
+	rp, err := decodeRule(v)
+	if err != nil {
+		return fmt.Errorf("rule record %x: %w", k, err)
+	}
+	r, err := compileRule(*rp, b.newID)
+	if err != nil {
+		return fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
+	}
+	s.rules = append(s.rules, r)
+	sortRules(s.rules)
+	return nil
+}
+
+// loadMark raises e's sequence floor to a stored mark (index.go) or, in
+// data written before marks, to the stored counter value.
+func loadMark(e *entity, k, v []byte) error {
+	var n uint64
+	switch len(k) {
+	case 17:
+		n = binary.BigEndian.Uint64(k[9:])
+	case 9:
+		var err error
+		if n, err = decodeUint(v); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("%w: counter key %x", errCorrupt, k)
+	}
+	if n > e.seq.reserved {
+		e.seq.reserved, e.seq.next = n, n+1
+	}
+	return nil
+}
+
+func (b *Broker) loadMessage(e *entity, k, v []byte) error {
+	if len(k) != 18 {
+		return fmt.Errorf("%w: message key %x", errCorrupt, k)
+	}
+	seq := binary.BigEndian.Uint64(k[10:])
+	mm, err := decodeMeta(v)
+	if err == nil && byte(mm.sub) != k[9] {
+		err = fmt.Errorf("%w: subqueue %d in a key of subqueue %d", errCorrupt, mm.sub, k[9])
+	}
+	if err != nil {
+		return fmt.Errorf("message %d of %q: %w", seq, e.path(), err)
+	}
+	q := e.q
+	m := &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
+		size: mm.size, deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
+	// A topic's scheduled messages are numbered by the topic's counter; a
+	// subscription's by its topic's, which the topic's marks cover.
+	if c := e.seq; c != nil && seq >= c.next {
+		c.next = seq + 1
+		c.reserved = max(c.reserved, seq)
+	}
+	q.mu.Lock()
+	if m.sub == SubqueueMain && e.props().RequiresSession {
+		m.sess = q.session(mm.sessionID, true)
+	}
+	q.insert(m)
+	q.mu.Unlock()
+	return nil
+}
+
+func sortDedupe(d *dedupeWindow) {
+	f := d.fifo[d.head:]
+	sort.Slice(f, func(i, j int) bool { return f[i].at < f[j].at })
 }

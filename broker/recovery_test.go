@@ -1,9 +1,15 @@
 package broker
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/store/memstore"
 )
 
 // Recovery: close and reopen the store; everything acknowledged is back,
@@ -115,4 +121,66 @@ func TestOpenValidatesOptions(t *testing.T) {
 	e.b.Close()
 	_, err = e.b.GetQueue(e.ctx, "x")
 	wantErr(t, err, ErrClosed)
+}
+
+// scanLog records the ranges a store is scanned over.
+type scanLog struct {
+	*memstore.Store
+	mu     sync.Mutex
+	ranges [][2][]byte
+}
+
+func (s *scanLog) Scan(ctx context.Context, start, end []byte, fn func(k, v []byte) error) error {
+	s.mu.Lock()
+	s.ranges = append(s.ranges, [2][]byte{start, end})
+	s.mu.Unlock()
+	return s.Store.Scan(ctx, start, end, fn)
+}
+
+// One entity is rebuilt from its own key ranges, never by scanning the
+// namespace: what a cluster node taking over one entity relies on.
+func TestLoadEntityReadsOnlyItsOwnRanges(t *testing.T) {
+	e := newEnv(t)
+	for _, name := range []string{"a", "b", "c"} {
+		e.queue(name, QueueProperties{RequiresDuplicateDetection: true})
+		e.send(name, &Message{MessageID: "m-" + name, Body: []byte(name)}, msg(name+"2"))
+	}
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{})
+	e.send("t", msg("fan"))
+	e.b.Close()
+
+	log := &scanLog{Store: e.st.Reopen()}
+	b, err := Open(e.ctx, log, Options{Clock: e.clk, Logger: slog.New(slog.DiscardHandler)})
+	e.must(err)
+	defer b.Close()
+	for _, name := range []string{"b", "t"} {
+		ent, err := b.lookup(name)
+		e.must(err)
+		targets := []*entity{ent}
+		for _, s := range ent.subs {
+			targets = append(targets, s)
+		}
+		for _, target := range targets {
+			fresh := b.materialize(&entityRecord{id: target.id, kind: target.kind, name: target.name, p: *target.props()}, target.parent)
+			log.mu.Lock()
+			log.ranges = nil
+			log.mu.Unlock()
+			e.must(b.loadEntity(e.ctx, fresh, e.clk.Now().UnixNano()))
+			for _, r := range log.ranges {
+				if len(r[0]) != 9 || len(r[1]) != 9 || r[0][0] != r[1][0] {
+					t.Fatalf("loading %q scanned [%x, %x), not one of its prefixes", target.path(), r[0], r[1])
+				}
+				if s, end := prefixRange(r[0][0], target.id); !bytes.Equal(s, r[0]) || !bytes.Equal(end, r[1]) {
+					t.Fatalf("loading %q scanned [%x, %x), another entity's range", target.path(), r[0], r[1])
+				}
+			}
+			if got, want := len(fresh.q.msgs), len(target.q.msgs); got != want {
+				t.Fatalf("%q rebuilt with %d messages, want %d", target.path(), got, want)
+			}
+			if target.dd != nil && len(fresh.dd.seen) != len(target.dd.seen) {
+				t.Fatalf("%q rebuilt with %d duplicate ids, want %d", target.path(), len(fresh.dd.seen), len(target.dd.seen))
+			}
+		}
+	}
 }

@@ -177,26 +177,40 @@ func (b *Broker) ScheduleEach(ctx context.Context, path string, msgs []*Message)
 }
 
 func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int64, error) {
-	if err := ctx.Err(); err != nil {
+	tx, seqs, err := b.prepareSend(ctx, path, msgs)
+	if err != nil || tx == nil {
 		return nil, err
+	}
+	if err := tx.commit(); err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// prepareSend decides a send: it checks every message, detects
+// duplicates, assigns sequence numbers and builds the txn, without any
+// store I/O. A nil txn with a nil error is an empty send.
+func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) (*txn, []int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
 	}
 	p, err := ParsePath(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if p.Subscription != "" || p.Subqueue != SubqueueMain {
-		return nil, errorf(ErrInvalidArgument, "cannot send to %q: send to a queue or a topic", path)
+		return nil, nil, errorf(ErrInvalidArgument, "cannot send to %q: send to a queue or a topic", path)
 	}
 	e, err := b.lookup(p.Entity)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ep := e.props()
 	if !ep.Status.canSend() {
-		return nil, errorf(ErrEntityDisabled, "%s %q is %s", e.kind, e.name, ep.Status)
+		return nil, nil, errorf(ErrEntityDisabled, "%s %q is %s", e.kind, e.name, ep.Status)
 	}
 	if len(msgs) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tx := b.newTxn(ctx)
 	e.touch(tx.now)
@@ -205,9 +219,9 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 	for i, m := range msgs {
 		if err := b.validateMessage(e, ep, m); err != nil {
 			if len(msgs) > 1 {
-				return nil, fmt.Errorf("message %d of the batch: %w", i, err)
+				return nil, nil, fmt.Errorf("message %d of the batch: %w", i, err)
 			}
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	seqs := make([]int64, 0, len(msgs))
@@ -215,14 +229,65 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 		seq, err := tx.enqueueTop(e, m)
 		if err != nil {
 			tx.abort()
-			return nil, err
+			return nil, nil, err
 		}
 		seqs = append(seqs, int64(seq))
 	}
-	if err := tx.commit(); err != nil {
-		return nil, err
+	return tx, seqs, nil
+}
+
+// Pending is a send whose commit may still be in flight (SendAsync).
+type Pending struct {
+	seqs []int64
+	err  error
+	done chan struct{} // closed when finished and every earlier send of the chain has finished
+}
+
+// Wait returns the send's outcome once it is durable and published (or
+// failed): Send's results.
+func (p *Pending) Wait() ([]int64, error) {
+	<-p.done
+	return p.seqs, p.err
+}
+
+// SendAsync is Send for a producer that keeps several sends in flight, as
+// an AMQP sender link does: it decides the send at once — checks,
+// duplicate detection, sequence numbers — and returns while the commit
+// waits for its fsync, so the producer's next send is decided meanwhile and
+// can join the next group commit. after, when not nil, is the producer's
+// previous send: this send's messages become available to receivers only
+// after after's, so a producer's messages keep their order (their sequence
+// numbers are in order too, as each send is decided after the previous
+// one). done, when not nil, is called once with the outcome, after the
+// messages are available, on a goroutine of the broker's; it must not
+// block for long. Every send is all-or-nothing, as with Send.
+func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, after *Pending, done func(seqs []int64, err error)) *Pending {
+	p := &Pending{done: make(chan struct{})}
+	tx, seqs, err := b.prepareSend(ctx, path, msgs)
+	p.seqs, p.err = seqs, err
+	finish := func() {
+		if after != nil {
+			<-after.done
+		}
+		if p.err == nil && tx != nil {
+			tx.publish()
+		}
+		if done != nil {
+			done(p.seqs, p.err)
+		}
+		close(p.done)
 	}
-	return seqs, nil
+	if err != nil || tx == nil {
+		go finish()
+		return p
+	}
+	go func() {
+		if err := tx.write(); err != nil {
+			p.seqs, p.err = nil, err
+		}
+		finish()
+	}()
+	return p
 }
 
 func (b *Broker) validateMessage(e *entity, ep *props, m *Message) error {

@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/busbar-io/busbar/amqp"
 	"github.com/busbar-io/busbar/amqp/encoding"
@@ -18,10 +19,18 @@ import (
 // has it durably. The engine's credit window (credit plus unsettled
 // deliveries) bounds the work in flight.
 type sendLink struct {
-	c    *conn
-	path string
-	q    serial[inbound]
+	c     *conn
+	path  string
+	q     serial[inbound]
+	slots chan struct{}   // one per send in flight, at most linkPipeline
+	last  *broker.Pending // the link's latest send: the next one publishes after it
 }
+
+// linkPipeline is how many sends (each one commit) a sender link keeps in
+// flight: while one waits for its fsync the next is decided and queued for
+// the following group commit. The broker publishes them in the link's
+// order.
+const linkPipeline = 4
 
 // inbound is one delivery on its way to the broker.
 type inbound struct {
@@ -66,7 +75,7 @@ func (c *conn) attachSender(r *amqp.Receiver, addr Address) (amqp.ReceiverHandle
 	}
 	reply.Properties[propMaxBatchSize] = uint64(maxKB) * 1024
 	r.SetCreditWindow(c.h.credit)
-	l := &sendLink{c: c, path: addr.Entity}
+	l := &sendLink{c: c, path: addr.Entity, slots: make(chan struct{}, linkPipeline)}
 	l.q.run = l.run
 	c.h.metrics.LinkAttached(addr.Entity, false)
 	return l, nil
@@ -109,25 +118,36 @@ func ingestDelivery(format uint32, payload []byte) ([]*broker.Message, error) {
 }
 
 // run sends a batch of deliveries to the broker: consecutive valid
-// deliveries go in one Send (one commit), falling back to one Send each when
-// that fails, so that every delivery gets its own outcome.
+// deliveries go in one send (one commit), falling back to one send each when
+// that fails, so that every delivery gets its own outcome. Sends are
+// pipelined (linkPipeline): run returns once they are decided, and each is
+// settled when it is durable and published.
 func (l *sendLink) run(batch []inbound) {
 	ctx := context.Background()
 	var group []*broker.Message
-	var groupOf []int
+	var groupOf []inbound
 	flush := func() {
 		if len(groupOf) == 0 {
 			return
 		}
-		if len(groupOf) == 1 || l.c.h.b.Send(ctx, l.path, group) != nil {
-			for _, i := range groupOf {
-				batch[i].err = l.c.h.b.Send(ctx, l.path, batch[i].msgs)
+		ins := slices.Clone(groupOf) // batch is reused once run returns
+		l.slots <- struct{}{}
+		l.last = l.c.h.b.SendAsync(ctx, l.path, group, l.last, func(_ []int64, err error) {
+			defer func() { <-l.slots }()
+			if err != nil && len(ins) > 1 {
+				for i := range ins {
+					ins[i].err = l.c.h.b.Send(ctx, l.path, ins[i].msgs)
+				}
+			} else {
+				for i := range ins {
+					ins[i].err = err
+				}
 			}
-		}
-		for _, i := range groupOf {
-			l.settle(batch[i])
-		}
-		group, groupOf = group[:0], groupOf[:0]
+			for _, in := range ins {
+				l.settle(in)
+			}
+		})
+		group, groupOf = group[:0], groupOf[:0] // SendAsync keeps neither slice
 	}
 	for i := range batch {
 		if batch[i].err != nil {
@@ -136,7 +156,7 @@ func (l *sendLink) run(batch []inbound) {
 			continue
 		}
 		group = append(group, batch[i].msgs...)
-		groupOf = append(groupOf, i)
+		groupOf = append(groupOf, batch[i])
 	}
 	flush()
 }

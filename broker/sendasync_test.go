@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/store"
+	"github.com/busbar-io/busbar/store/memstore"
+)
+
+// gatedStore holds the commit of one batch until released, as a slow fsync
+// would.
+type gatedStore struct {
+	*memstore.Store
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
+	g.mu.Lock()
+	hold := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if hold {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	return g.Store.Commit(ctx, b)
+}
+
+// A producer's pipelined sends become available in the producer's order,
+// even when a later one is durable first.
+func TestSendAsyncPublishesInTheProducersOrder(t *testing.T) {
+	g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+	b, err := Open(context.Background(), g, Options{Clock: clock.NewFake(t0), Rand: seededRand{rand.NewChaCha8([32]byte{2})},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.CreateQueue(ctx, "q", QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	s := &sink{}
+	c, err := b.NewConsumer(ctx, "q", ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AddCredit(100)
+
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+	var outcomes sync.Map
+	first := b.SendAsync(ctx, "q", []*Message{msg("1"), msg("2")}, nil, func(seqs []int64, err error) { outcomes.Store("first", err) })
+	<-g.entered // the first send's commit is held
+	second := b.SendAsync(ctx, "q", []*Message{msg("3")}, first, func(seqs []int64, err error) { outcomes.Store("second", err) })
+	// The second commit goes through, but its message waits for the first.
+	poll.Until(t, 10*time.Second, "the second send durable", func() bool {
+		n := 0
+		_ = g.Store.Scan(ctx, []byte{kMessage}, []byte{kMessage + 1}, func(_, _ []byte) error { n++; return nil })
+		return n == 1
+	})
+	if got := s.take(); len(got) != 0 {
+		t.Fatalf("delivered %q before the producer's earlier send was durable", bodies(got))
+	}
+	if _, ok := outcomes.Load("second"); ok {
+		t.Fatal("the second send was answered before the first")
+	}
+	close(g.release)
+	seqs, err := second.Wait()
+	if err != nil || len(seqs) != 1 || seqs[0] != 3 {
+		t.Fatalf("second send: %v %v, want sequence number [3]", seqs, err)
+	}
+	if seqs, err := first.Wait(); err != nil || len(seqs) != 2 || seqs[0] != 1 {
+		t.Fatalf("first send: %v %v", seqs, err)
+	}
+	poll.Until(t, 10*time.Second, "three deliveries", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.got) == 3
+	})
+	wantBodies(t, s.take(), "1", "2", "3")
+	for _, k := range []string{"first", "second"} {
+		if v, ok := outcomes.Load(k); !ok || v != nil {
+			t.Fatalf("%s send's callback: called %v, err %v", k, ok, v)
+		}
+	}
+}
+
+// A failed send in a chain does not stall or reorder the rest, and
+// changes nothing itself.
+func TestSendAsyncChainSurvivesAFailedSend(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	var prev *Pending
+	var all []*Pending
+	for i := range 20 {
+		m := msg(strconv.Itoa(i))
+		if i == 7 {
+			m.Properties = map[string]any{"bad": struct{}{}}
+		}
+		prev = e.b.SendAsync(e.ctx, "q", []*Message{m}, prev, nil)
+		all = append(all, prev)
+	}
+	for i, p := range all {
+		_, err := p.Wait()
+		if (i == 7) != (err != nil) {
+			t.Fatalf("send %d: %v", i, err)
+		}
+		if i == 7 && !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("send 7: %v, want ErrInvalidArgument", err)
+		}
+	}
+	var want []string
+	for i := range 20 {
+		if i != 7 {
+			want = append(want, strconv.Itoa(i))
+		}
+	}
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 30), want...)
+}

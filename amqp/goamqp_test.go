@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"net"
 	"strings"
 	"sync"
@@ -318,13 +319,7 @@ func encode(t testing.TB, data string) []byte {
 // waitFor polls cond until it holds or a deadline passes.
 func waitFor(t testing.TB, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func TestGoAMQPHeartbeats(t *testing.T) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"runtime"
 	"slices"
 	"strconv"
@@ -283,19 +284,11 @@ func BenchmarkScheduled1M(b *testing.B) {
 		}
 		// The probes fire within 2 s of base; a probe still missing long
 		// after is a lost scheduled message, not slowness.
-		deadline := time.Now().Add(time.Minute)
-		for {
+		poll.Until(b, time.Minute, "every scheduled probe to fire", func() bool {
 			mu.Lock()
-			k := len(late)
-			mu.Unlock()
-			if k == probes {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d scheduled probes fired within a minute", k, probes)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return len(late) == probes
+		})
 		b.StopTimer()
 		slices.Sort(late)
 		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/n, "heapB/msg")

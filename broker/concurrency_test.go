@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"strconv"
 	"sync"
 	"testing"
@@ -205,10 +206,7 @@ func TestConcurrentSettlementsGetTheirOwnAnswers(t *testing.T) {
 	for range 8 {
 		go c.AddCredit(8)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for e.info("q").TotalMessageCount != 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	poll.Wait(10*time.Second, func() bool { return e.info("q").TotalMessageCount == 0 }) // asserted below
 	settleErrs.Wait()
 	lost.Wait()
 	renewed.Wait()

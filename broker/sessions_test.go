@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"testing"
 	"time"
 )
@@ -273,13 +274,7 @@ func TestSessionsDoNotCostTimersOrGoroutines(t *testing.T) {
 // waitFor polls cond with a deadline (for goroutines blocked on the broker).
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, "the broker to reach the state", cond)
 }
 
 func (b *Broker) waitersOf(path string) int {

@@ -3,6 +3,7 @@ package servicebus_test
 import (
 	"context"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"sync"
 	"testing"
 	"time"
@@ -39,34 +40,29 @@ func TestMetricsHooks(t *testing.T) {
 	if err := c.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	links := map[string]int{}
+	poll.UntilNil(t, 10*time.Second, "the connection opened and closed", func() error {
 		m.mu.Lock()
-		opened, closed := m.opened, m.closed
-		links := map[string]int{}
+		defer m.mu.Unlock()
+		if m.opened != 1 || m.closed != 1 {
+			return fmt.Errorf("connections opened %d closed %d", m.opened, m.closed)
+		}
 		for k, v := range m.links {
 			links[k] = v
 		}
-		m.mu.Unlock()
-		if opened == 1 && closed == 1 {
-			// Every attached link was detached.
-			var keys []string
-			for k, v := range links {
-				if k[0] == '+' && links["-"+k[1:]] != v {
-					t.Fatalf("%s attached %d times, detached %d", k[1:], v, links["-"+k[1:]])
-				}
-				keys = append(keys, k)
-			}
-			for _, want := range []string{"+q/false", "+$cbs/false", "+$cbs/true", "+q/$management/false", "+q/$management/true"} {
-				if links[want] == 0 {
-					t.Fatalf("no %s in %v", want, keys)
-				}
-			}
-			return
+		return nil
+	})
+	// Every attached link was detached.
+	var keys []string
+	for k, v := range links {
+		if k[0] == '+' && links["-"+k[1:]] != v {
+			t.Fatalf("%s attached %d times, detached %d", k[1:], v, links["-"+k[1:]])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("connections opened %d closed %d", opened, closed)
+		keys = append(keys, k)
+	}
+	for _, want := range []string{"+q/false", "+$cbs/false", "+$cbs/true", "+q/$management/false", "+q/$management/true"} {
+		if links[want] == 0 {
+			t.Fatalf("no %s in %v", want, keys)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"strings"
 	"testing"
 	"time"
@@ -157,17 +158,12 @@ func TestDLQResubmitLarge(t *testing.T) {
 		t.Fatalf("sent %d, want %d", a, n)
 	}
 	c.srv.Advance(2 * time.Minute)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		a, d := c.counts("bulk")
-		if a == 0 && int(d) == n {
-			break
+	poll.UntilNil(t, time.Minute, "every message dead-lettered on expiry", func() error {
+		if a, d := c.counts("bulk"); a != 0 || int(d) != n {
+			return fmt.Errorf("active %d, dead %d", a, d)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after expiry: active %d, dead %d", a, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	r := c.run("dlq", "resubmit", "bulk", "--progress-interval", "10ms")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/busbar-io/busbar/internal/poll"
 	"sync"
 	"testing"
 	"time"
@@ -44,18 +45,12 @@ func runScenario(t *testing.T, scenario string, steps []step, opts ...busbartest
 	done := make(chan error, 1)
 	go func() { done <- run(context.Background(), cfg, out) }()
 	for _, s := range steps {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		if !poll.Wait(30*time.Second, func() bool {
 			mu.Lock()
-			n := records[s.after]
-			mu.Unlock()
-			if n >= s.count {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %d× %q; output so far:\n%s", s.count, s.after, out)
-			}
-			time.Sleep(2 * time.Millisecond)
+			defer mu.Unlock()
+			return records[s.after] >= s.count
+		}) {
+			t.Fatalf("waiting for %d× %q; output so far:\n%s", s.count, s.after, out)
 		}
 		srv.Advance(s.advance)
 	}

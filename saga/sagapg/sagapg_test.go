@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/busbar-io/busbar/internal/poll"
 	"os"
 	"sync"
 	"testing"
@@ -158,20 +160,13 @@ func TestSagaOnPostgres(t *testing.T) {
 	send("PaymentAccepted", "o-1", "o-1-pay")
 	send("ItemShipped", "o-1", "o-1-ship")
 	send("PaymentAccepted", "o-2", "o-2-pay")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	poll.UntilNil(t, 30*time.Second, "one saga completed and one active", func() error {
 		n, err := st.Count(ctx, "order")
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && (n[saga.StatusCompleted] != 1 || n[saga.StatusActive] != 1) {
+			err = fmt.Errorf("counts %v", n)
 		}
-		if n[saga.StatusCompleted] == 1 && n[saga.StatusActive] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("counts %v", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err
+	})
 	active, err := st.List(ctx, "order", saga.StatusActive, 10)
 	if err != nil || len(active) != 1 || active[0].ID != "o-2" {
 		t.Fatalf("active = %+v, %v", active, err)
@@ -204,17 +199,11 @@ func TestSagaOnPostgres(t *testing.T) {
 	// (Less than the two hours of the SDK's SAS tokens: the broker checks
 	// their expiry on its fake clock.)
 	srv.Advance(30 * time.Minute)
-	for {
+	poll.UntilNil(t, 30*time.Second, "the completed saga removed after the retention", func() error {
 		n, err := st.Count(ctx, "order")
-		if err != nil {
-			t.Fatal(err)
+		if err == nil && (n[saga.StatusCompleted] != 0 || n[saga.StatusActive] != 1) {
+			err = fmt.Errorf("counts %v", n)
 		}
-		if n[saga.StatusCompleted] == 0 && n[saga.StatusActive] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the retention, counts %v", n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err
+	})
 }

@@ -54,7 +54,7 @@ func buildBusbar(t *testing.T, dir string) string {
 // a free loopback port and without the HTTP listener, and returns once the
 // child has printed its connection string and accepts connections. The
 // child is killed when the test ends, if it still runs.
-func startChild(t *testing.T, bin, dataDir, cfg string) *serveproc.Process {
+func startChild(t *testing.T, bin, dataDir, cfg string, args ...string) *serveproc.Process {
 	t.Helper()
 	opts := serveproc.Options{
 		Binary:       bin,
@@ -62,6 +62,7 @@ func startChild(t *testing.T, bin, dataDir, cfg string) *serveproc.Process {
 		Config:       cfg,
 		StartTimeout: startTimeout,
 		LogLimit:     logLimit,
+		Args:         args,
 	}
 	if os.Getenv(envVerbose) != "" {
 		opts.Verbose = os.Stderr

@@ -38,6 +38,35 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		rounds, sh.ops = 1, 600
 	}
+	crash(t, rounds, sh)
+}
+
+// TestCrashOnPostgres is TestCrash with the broker's store in PostgreSQL
+// (busbar serve --store postgres://…): what is acknowledged is in
+// PostgreSQL, whatever happens to the node.
+func TestCrashOnPostgres(t *testing.T) {
+	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") != "" {
+			t.Fatal("BUSBAR_REQUIRE_POSTGRES is set but BUSBAR_TEST_POSTGRES_DSN is empty")
+		}
+		t.Skip("no PostgreSQL: run scripts/postgres.sh start and set BUSBAR_TEST_POSTGRES_DSN")
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	table := fmt.Sprintf("crashtest_%d_%d", os.Getpid(), time.Now().UnixNano())
+	rounds, sh := 2, shape{producers: 4, consumers: 3, sessions: 3, hold: 24, ops: 1000}
+	if testing.Short() {
+		rounds, sh.ops = 1, 400
+	}
+	crash(t, rounds, sh, "--store", dsn+sep+"busbar_table="+table)
+}
+
+// crash runs the crash test: rounds of load, SIGKILL, restart, drain and
+// verify, with args added to every `busbar serve`.
+func crash(t *testing.T, rounds int, sh shape, args ...string) {
 	tmp := t.TempDir()
 	bin := buildBusbar(t, tmp)
 	cfg := filepath.Join(tmp, "Config.json")
@@ -47,7 +76,7 @@ func TestCrash(t *testing.T) {
 	data := filepath.Join(tmp, "data")
 	l := newLedger()
 
-	c := startChild(t, bin, data, cfg)
+	c := startChild(t, bin, data, cfg, args...)
 	key := sharedAccessKey(c.ConnectionString())
 	if key == "" {
 		t.Fatalf("no SharedAccessKey in the connection string %q", c.ConnectionString())
@@ -73,7 +102,7 @@ func TestCrash(t *testing.T) {
 		t.Logf("round %d: killed after %v: %s; %d messages locked at the crash", round, time.Since(began).Round(time.Millisecond), ld.summary(), held)
 
 		restarted := time.Now()
-		c = startChild(t, bin, data, cfg)
+		c = startChild(t, bin, data, cfg, args...)
 		if k := sharedAccessKey(c.ConnectionString()); k != key {
 			t.Errorf("round %d: the root key changed across the restart: %q, then %q", round, key, k)
 		}

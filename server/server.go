@@ -28,6 +28,7 @@ import (
 	"github.com/busbar-io/busbar/servicebus"
 	"github.com/busbar-io/busbar/store"
 	"github.com/busbar-io/busbar/store/pebble"
+	"github.com/busbar-io/busbar/store/postgres"
 )
 
 // Defaults for Options.
@@ -62,6 +63,10 @@ type Options struct {
 	// Store replaces the Pebble store in DataDir (tests); the server does
 	// not close a store it was given.
 	Store store.Store
+	// StoreURL, when set, names the store instead of DataDir: a
+	// postgres:// URL opens store/postgres (one node; the table is claimed
+	// exclusively). The generated key stays in DataDir.
+	StoreURL string
 	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
 	MaxMessageSizeInKilobytes int64
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
@@ -128,7 +133,19 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.metrics = admin.NewMetrics()
-	if s.st = opts.Store; s.st == nil {
+	if s.st = opts.Store; s.st == nil && opts.StoreURL != "" {
+		dsn, po, err := postgres.ParseURL(opts.StoreURL)
+		if err != nil {
+			return nil, err
+		}
+		po.Exclusive, po.Logger = true, s.log.With("component", "store")
+		ps, err := postgres.Open(ctx, dsn, po)
+		if err != nil {
+			return nil, err
+		}
+		s.st, s.ownsStore = ps, true
+	}
+	if s.st == nil {
 		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
 			Logger:   s.log.With("component", "store"),
 			OnCommit: func(ops int, d time.Duration) { s.metrics.ObserveCommit(d, ops) },

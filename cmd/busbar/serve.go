@@ -39,12 +39,12 @@ Flags:
 `
 
 type serveFlags struct {
-	configPath, dataDir, amqpAddr, amqpsAddr, httpAddr string
-	tlsCert, tlsKey                                    string
-	selfSigned, pprof, httpTLS                         bool
-	maxMessageKB                                       int64
-	logLevel, logFormat                                string
-	shutdownTimeout                                    time.Duration
+	configPath, dataDir, store, amqpAddr, amqpsAddr, httpAddr string
+	tlsCert, tlsKey                                           string
+	selfSigned, pprof, httpTLS                                bool
+	maxMessageKB                                              int64
+	logLevel, logFormat                                       string
+	shutdownTimeout                                           time.Duration
 }
 
 // newServeFlagSet declares serve's flags into f, each defaulting to its
@@ -61,6 +61,7 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	}
 	str(&f.configPath, "config", "BUSBAR_CONFIG", "", "configuration file (Busbar's, or the emulator's Config.json)")
 	str(&f.dataDir, "data", "BUSBAR_DATA_DIR", "", "data directory (default ./busbar-data)")
+	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (one node; ?busbar_table=NAME picks the table)")
 	str(&f.amqpAddr, "amqp", "BUSBAR_AMQP_ADDR", "", "plain AMQP listen address (default 127.0.0.1:5672)")
 	str(&f.amqpsAddr, "amqps", "BUSBAR_AMQPS_ADDR", "", "TLS AMQP listen address, e.g. 127.0.0.1:5671 (off by default)")
 	str(&f.httpAddr, "http", "BUSBAR_HTTP_ADDR", "", `management and metrics listen address (default 127.0.0.1:5300; "-" disables)`)
@@ -144,6 +145,7 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 		}
 	}
 	opts.DataDir = first(f.dataDir, bb.DataDir, server.DefaultDataDir)
+	opts.StoreURL = f.store
 	opts.AMQPAddr = first(f.amqpAddr, bb.AMQPAddr, server.DefaultAMQPAddr)
 	opts.AMQPSAddr = first(f.amqpsAddr, bb.AMQPSAddr)
 	opts.HTTPAddr = first(f.httpAddr, bb.HTTPAddr, server.DefaultHTTPAddr)

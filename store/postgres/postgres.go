@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -60,6 +61,36 @@ type Options struct {
 	MaxGroup int
 	// Logger receives errors of the notification listener; nil discards.
 	Logger *slog.Logger
+	// Exclusive makes Open fail when another Store with Exclusive set has
+	// the table open, and holds that claim (a session advisory lock on a
+	// connection of its own) until Close: a single node on PostgreSQL, safe
+	// from a second node started by mistake until the cluster's leases
+	// exist.
+	Exclusive bool
+}
+
+// ParseURL splits a store URL (postgres://… or postgresql://…) into the
+// connection string and Options: the query parameter busbar_table names the
+// table; every other parameter is PostgreSQL's.
+func ParseURL(raw string) (dsn string, opts Options, err error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return "", opts, fmt.Errorf("store/postgres: %q is not a postgres:// URL", redact(raw))
+	}
+	q := u.Query()
+	opts.Table = q.Get("busbar_table")
+	q.Del("busbar_table")
+	u.RawQuery = q.Encode()
+	return u.String(), opts, nil
+}
+
+// redact hides a URL's password, for error messages and logs.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }
 
 // DefaultTable is the table used when Options.Table is empty.
@@ -90,6 +121,7 @@ type Store struct {
 
 	listenCancel context.CancelFunc
 	listenDone   chan struct{}
+	claim        *pgxpool.Conn // holds the Exclusive advisory lock
 
 	commits, txs, ops, bytes atomic.Uint64
 }
@@ -144,6 +176,21 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		delRange:    "DELETE FROM " + t + " WHERE k >= $1 AND k < $2",
 		lockCond:    "SELECT pg_advisory_xact_lock(hashtextextended(encode($1::bytea, 'hex'), 0))",
 		readCond:    "SELECT v FROM " + t + " WHERE k = $1 FOR UPDATE",
+	}
+	if opts.Exclusive {
+		if s.claim, err = pool.Acquire(ctx); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("store/postgres: %w", err)
+		}
+		var ok bool
+		if err := s.claim.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 1))", "busbar:"+opts.Table).Scan(&ok); err != nil || !ok {
+			s.claim.Release()
+			pool.Close()
+			if err == nil {
+				err = fmt.Errorf("another Busbar node has table %s open", opts.Table)
+			}
+			return nil, fmt.Errorf("store/postgres: %w", err)
+		}
 	}
 	go s.commitLoop()
 	lctx, cancel := context.WithCancel(context.Background())
@@ -495,6 +542,9 @@ func (s *Store) Close() error {
 	<-s.done
 	s.listenCancel()
 	<-s.listenDone
+	if s.claim != nil {
+		s.claim.Release() // the session lock ends with the pool's connections
+	}
 	s.pool.Close()
 	return nil
 }

@@ -5,6 +5,7 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,13 +46,7 @@ func TestCrash(t *testing.T) {
 // (busbar serve --store postgres://…): what is acknowledged is in
 // PostgreSQL, whatever happens to the node.
 func TestCrashOnPostgres(t *testing.T) {
-	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") != "" {
-			t.Fatal("BUSBAR_REQUIRE_POSTGRES is set but BUSBAR_TEST_POSTGRES_DSN is empty")
-		}
-		t.Skip("no PostgreSQL: run scripts/postgres.sh start and set BUSBAR_TEST_POSTGRES_DSN")
-	}
+	dsn := pgtest.DSN(t)
 	sep := "?"
 	if strings.Contains(dsn, "?") {
 		sep = "&"

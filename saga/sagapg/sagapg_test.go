@@ -7,8 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/busbar-io/busbar/internal/poll"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -27,13 +27,7 @@ import (
 // table, dropped when the test ends.
 func newStore(t *testing.T) (*sagapg.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-		}
-		t.Skip("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-	}
+	dsn := pgtest.DSN(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

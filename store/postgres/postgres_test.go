@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"os"
 	"slices"
 	"sync"
@@ -16,18 +17,8 @@ import (
 	"github.com/busbar-io/busbar/store/storetest"
 )
 
-// dsn returns the test database (scripts/postgres.sh exports it), or skips.
-func dsn(t *testing.T) string {
-	t.Helper()
-	d := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if d == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") != "" {
-			t.Fatal("BUSBAR_REQUIRE_POSTGRES is set but BUSBAR_TEST_POSTGRES_DSN is empty")
-		}
-		t.Skip("no PostgreSQL: run scripts/postgres.sh start and set BUSBAR_TEST_POSTGRES_DSN")
-	}
-	return d
-}
+// dsn returns the test database, or skips.
+func dsn(t *testing.T) string { return pgtest.DSN(t) }
 
 var tables atomic.Int64
 

@@ -86,6 +86,9 @@ type pendingCommit struct {
 // dead-letter path. Session-enabled entities need AcceptSession or
 // AcceptNextSession (their dead-letter subqueues do not).
 func (b *Broker) NewConsumer(ctx context.Context, path string, o ConsumerOptions) (*Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, p, err := b.receivable(path, o)
 	if err != nil {
 		return nil, err

@@ -31,6 +31,9 @@ type SubscriptionInfo struct {
 // CreateQueue creates a queue. Names are case-insensitive and share one
 // space with topics.
 func (b *Broker) CreateQueue(ctx context.Context, name string, p QueueProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := validateEntityName("queue", name); err != nil {
 		return err
 	}
@@ -40,6 +43,9 @@ func (b *Broker) CreateQueue(ctx context.Context, name string, p QueueProperties
 
 // CreateTopic creates a topic.
 func (b *Broker) CreateTopic(ctx context.Context, name string, p TopicProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := validateEntityName("topic", name); err != nil {
 		return err
 	}
@@ -166,17 +172,26 @@ func (b *Broker) onIdleDeadline(e *entity, now int64) {
 // UpdateQueue replaces a queue's properties. RequiresSession and
 // RequiresDuplicateDetection cannot change, as in Service Bus.
 func (b *Broker) UpdateQueue(ctx context.Context, name string, p QueueProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return b.update(ctx, kindQueue, name, "", fromQueue(p))
 }
 
 // UpdateTopic replaces a topic's properties (RequiresDuplicateDetection is fixed).
 func (b *Broker) UpdateTopic(ctx context.Context, name string, p TopicProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return b.update(ctx, kindTopic, name, "", fromTopic(p))
 }
 
 // UpdateSubscription replaces a subscription's properties (RequiresSession
 // is fixed; DefaultRule is ignored).
 func (b *Broker) UpdateSubscription(ctx context.Context, topic, name string, p SubscriptionProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return b.update(ctx, kindSubscription, topic, name, fromSubscription(p))
 }
 
@@ -255,6 +270,9 @@ func (b *Broker) entityOf(k entityKind, name, sub string) (*entity, error) {
 
 // DeleteQueue deletes a queue and every message in it.
 func (b *Broker) DeleteQueue(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	return b.deleteTopLocked(ctx, kindQueue, name)
@@ -262,6 +280,9 @@ func (b *Broker) DeleteQueue(ctx context.Context, name string) error {
 
 // DeleteTopic deletes a topic, its subscriptions and their messages.
 func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	return b.deleteTopLocked(ctx, kindTopic, name)
@@ -362,6 +383,9 @@ func (b *Broker) dropEntity(e *entity) {
 
 // GetQueue returns a queue's properties and runtime information.
 func (b *Broker) GetQueue(ctx context.Context, name string) (*QueueInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, err := b.entityOf(kindQueue, name, "")
 	if err != nil {
 		return nil, err
@@ -371,6 +395,9 @@ func (b *Broker) GetQueue(ctx context.Context, name string) (*QueueInfo, error) 
 
 // GetTopic returns a topic's properties and runtime information.
 func (b *Broker) GetTopic(ctx context.Context, name string) (*TopicInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, err := b.entityOf(kindTopic, name, "")
 	if err != nil {
 		return nil, err
@@ -380,6 +407,9 @@ func (b *Broker) GetTopic(ctx context.Context, name string) (*TopicInfo, error) 
 
 // GetSubscription returns a subscription's properties and runtime information.
 func (b *Broker) GetSubscription(ctx context.Context, topic, name string) (*SubscriptionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, err := b.entityOf(kindSubscription, topic, name)
 	if err != nil {
 		return nil, err
@@ -408,6 +438,9 @@ func (e *entity) runtime() RuntimeInfo {
 
 // ListQueues lists queues in name order; skip and top page (top ≤ 0: all).
 func (b *Broker) ListQueues(ctx context.Context, skip, top int) ([]*QueueInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out []*QueueInfo
 	for _, e := range b.listTop(kindQueue, skip, top) {
 		out = append(out, &QueueInfo{Name: e.name, Properties: e.props().queue(), Runtime: e.runtime()})
@@ -417,6 +450,9 @@ func (b *Broker) ListQueues(ctx context.Context, skip, top int) ([]*QueueInfo, e
 
 // ListTopics lists topics in name order; skip and top page (top ≤ 0: all).
 func (b *Broker) ListTopics(ctx context.Context, skip, top int) ([]*TopicInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var out []*TopicInfo
 	for _, e := range b.listTop(kindTopic, skip, top) {
 		out = append(out, &TopicInfo{Name: e.name, Properties: e.props().topic(), Runtime: e.runtime()})
@@ -453,6 +489,9 @@ func page[T any](s []T, skip, top int) []T {
 
 // ListSubscriptions lists a topic's subscriptions in name order.
 func (b *Broker) ListSubscriptions(ctx context.Context, topic string, skip, top int) ([]*SubscriptionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	t, err := b.entityOf(kindTopic, topic, "")
 	if err != nil {
 		return nil, err

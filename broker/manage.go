@@ -18,11 +18,17 @@ var errStopScan = errors.New("stop")
 // deferred and scheduled messages, with their State and persisted
 // DeliveryCount.
 func (b *Broker) Peek(ctx context.Context, path string, from int64, max int) ([]*Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return b.peek(ctx, path, from, max, nil)
 }
 
 // PeekSession is Peek restricted to one session's messages.
 func (b *Broker) PeekSession(ctx context.Context, path, sessionID string, from int64, max int) ([]*Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	return b.peek(ctx, path, from, max, &sessionID)
 }
 
@@ -78,15 +84,15 @@ func (b *Broker) peek(ctx context.Context, path string, from int64, max int, ses
 // sequence number that is not a deferred message of the path is
 // ErrMessageNotFound and receives nothing.
 func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64, mode ReceiveMode) ([]*Message, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, p, err := b.resolve(path)
 	if err != nil {
 		return nil, err
 	}
 	if mode > ReceiveAndDelete {
 		return nil, errorf(ErrInvalidArgument, "unknown receive mode %d", mode)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
 	}
 	q := e.q
 	e.touch(b.now())
@@ -158,6 +164,9 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 // queue, subscription or dead-letter path, oldest sequence numbers first,
 // enqueued before `before` (zero: any time). It returns how many it deleted.
 func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	e, p, err := b.resolve(path)
 	if err != nil {
 		return 0, err
@@ -191,6 +200,9 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 // Purge deletes every unlocked message of a path enqueued before `before`
 // (zero: any time), in batches, and returns how many it deleted.
 func (b *Broker) Purge(ctx context.Context, path string, before time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {

@@ -69,6 +69,9 @@ func compileRule(p RuleProperties, newID func() [16]byte) (*rule, error) {
 // CreateSubscription creates a subscription of a topic with the $Default
 // TrueFilter rule, or p.DefaultRule when given.
 func (b *Broker) CreateSubscription(ctx context.Context, topic, name string, p SubscriptionProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if err := validateChildName("subscription", name); err != nil {
 		return err
 	}
@@ -132,6 +135,9 @@ func (b *Broker) CreateSubscription(ctx context.Context, topic, name string, p S
 
 // DeleteSubscription deletes a subscription and its messages.
 func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	s, err := b.entityOf(kindSubscription, topic, name)
@@ -156,6 +162,9 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 
 // AddRule adds a rule to a subscription.
 func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RuleProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return b.putRule(ctx, topic, sub, p, false)
 }
 
@@ -163,6 +172,9 @@ func (b *Broker) AddRule(ctx context.Context, topic, sub string, p RulePropertie
 // action) in one durable step: every message sees either the old rule or
 // the new one. The rule keeps its creation time.
 func (b *Broker) UpdateRule(ctx context.Context, topic, sub string, p RuleProperties) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return b.putRule(ctx, topic, sub, p, true)
 }
 
@@ -224,6 +236,9 @@ func sortRules(rs []*rule) {
 
 // RemoveRule removes a rule from a subscription.
 func (b *Broker) RemoveRule(ctx context.Context, topic, sub, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	s, err := b.entityOf(kindSubscription, topic, sub)
@@ -256,6 +271,9 @@ func ruleIndex(rules []*rule, name string) int {
 
 // ListRules lists a subscription's rules in name order.
 func (b *Broker) ListRules(ctx context.Context, topic, sub string, skip, top int) ([]RuleProperties, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	s, err := b.entityOf(kindSubscription, topic, sub)
 	if err != nil {
 		return nil, err

@@ -146,6 +146,9 @@ func (b *Broker) Send(ctx context.Context, path string, msgs []*Message) error {
 // messages and fans them out when they become active (under new sequence
 // numbers), to the subscriptions that exist then.
 func (b *Broker) Schedule(ctx context.Context, path string, at time.Time, msgs []*Message) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if at.IsZero() {
 		return nil, errorf(ErrInvalidArgument, "schedule time is zero")
 	}
@@ -558,6 +561,9 @@ func setDeadLetterProps(m *Message, reason, desc string) {
 // sequence numbers Schedule returned. An unknown (or already active)
 // sequence number is ErrMessageNotFound and cancels nothing.
 func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	p, err := ParsePath(path)
 	if err != nil {
 		return err

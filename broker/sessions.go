@@ -49,6 +49,9 @@ func (b *Broker) sessionEntity(path string, o ConsumerOptions) (*entity, Path, e
 // another receiver is ErrSessionCannotBeLocked. Any id is accepted, with or
 // without messages.
 func (b *Broker) AcceptSession(ctx context.Context, path, id string, o ConsumerOptions) (*Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if len(id) > MaxIDLength {
 		return nil, errorf(ErrInvalidArgument, "session id is %d characters, more than %d", len(id), MaxIDLength)
 	}
@@ -90,6 +93,9 @@ func (b *Broker) AcceptSession(ctx context.Context, path, id string, o ConsumerO
 // waiting up to timeout (on the broker's clock) for one. With none in time
 // it returns ErrTimeout.
 func (b *Broker) AcceptNextSession(ctx context.Context, path string, timeout time.Duration, o ConsumerOptions) (*Consumer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	e, p, err := b.sessionEntity(path, o)
 	if err != nil {
 		return nil, err
@@ -302,6 +308,9 @@ func (b *Broker) sessionOf(path, id string) (*qstate, error) {
 // RenewSessionLock extends the lock of a locked session (the management
 // operation; the lock may be held by any receiver).
 func (b *Broker) RenewSessionLock(ctx context.Context, path, id string) (time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, err
+	}
 	q, err := b.sessionOf(path, id)
 	if err != nil {
 		return time.Time{}, err
@@ -317,6 +326,9 @@ func (b *Broker) RenewSessionLock(ctx context.Context, path, id string) (time.Ti
 
 // GetSessionState returns a session's state; nil when it has none.
 func (b *Broker) GetSessionState(ctx context.Context, path, id string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	q, err := b.sessionOf(path, id)
 	if err != nil {
 		return nil, err
@@ -338,6 +350,9 @@ func (b *Broker) GetSessionState(ctx context.Context, path, id string) ([]byte, 
 // it. The session must be locked (by any receiver) and the state must fit
 // the entity's maximum message size.
 func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	q, err := b.sessionOf(path, id)
 	if err != nil {
 		return err
@@ -376,6 +391,9 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 // entity that have messages or state (updatedSince zero), or whose state was
 // set after updatedSince.
 func (b *Broker) ListSessions(ctx context.Context, path string, updatedSince time.Time, skip, top int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	q, err := b.sessionOf(path, "")
 	if err != nil {
 		return nil, err

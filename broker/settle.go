@@ -264,11 +264,11 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 // settlement). A settlement whose ctx is done when its round starts applies
 // nothing and returns ctx's error.
 func (b *Broker) settle(ctx context.Context, path string, tokens []LockToken, check func(q *qstate, m *msgIdx) error, op func(q *qstate, m *msgIdx, w *work)) error {
-	if len(tokens) == 0 {
-		return errorf(ErrInvalidArgument, "no lock token")
-	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if len(tokens) == 0 {
+		return errorf(ErrInvalidArgument, "no lock token")
 	}
 	e, _, err := b.resolve(path)
 	if err != nil {

@@ -221,7 +221,7 @@ func (c *Consumer) Close() error {
 	} else if c.opts.AbandonOnClose {
 		var mine []*msgIdx
 		for _, m := range q.locks {
-			if m.owner == c {
+			if m.owner() == c {
 				mine = append(mine, m)
 			}
 		}
@@ -306,24 +306,25 @@ func (c *Consumer) waitFlushed() {
 
 // linkLocked and unlinkLocked keep a session consumer's locked messages.
 func (c *Consumer) linkLocked(m *msgIdx) {
-	m.lprev = nil
-	m.lnext = c.locked
+	m.lk.prev = nil
+	m.lk.next = c.locked
 	if c.locked != nil {
-		c.locked.lprev = m
+		c.locked.lk.prev = m
 	}
 	c.locked = m
 }
 
 func (c *Consumer) unlinkLocked(m *msgIdx) {
-	if m.lprev != nil {
-		m.lprev.lnext = m.lnext
+	l := m.lk
+	if l.prev != nil {
+		l.prev.lk.next = l.next
 	} else if c.locked == m {
-		c.locked = m.lnext
+		c.locked = l.next
 	}
-	if m.lnext != nil {
-		m.lnext.lprev = m.lprev
+	if l.next != nil {
+		l.next.lk.prev = l.prev
 	}
-	m.lprev, m.lnext = nil, nil
+	l.prev, l.next = nil, nil
 }
 
 // work is what an operation must finish after releasing its queue's lock:
@@ -408,7 +409,7 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 			until = c.sess.lockedUntil
 		}
 		q.lock(m, c, until)
-		out.LockToken = m.token
+		out.LockToken = m.lk.token
 		out.LockedUntil = time.Unix(0, until).UTC()
 		c.push(out, nil, lazy)
 	} else {

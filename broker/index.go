@@ -49,25 +49,47 @@ type msgIdx struct {
 	enqueued   int64
 	expires    int64
 	scheduled  int64
-	size       int64
+	size       int32 // bytes of the body (at most 100 MiB)
 	deliveries uint32
 	sub        Subqueue
 	state      MessageState
 	pending    bool  // a store commit changing this message is in flight
 	hidx       int32 // position in an availability heap, -1 when not available
 	sess       *session
+	lk         *msgLock  // nil when not locked
+	dl         *deadline // scheduled activation or TTL expiry
+}
 
-	lockedUntil  int64 // 0 = not locked
-	token        LockToken
-	owner        *Consumer
-	lprev, lnext *msgIdx // queue lock list (non-session) or owner's list (session)
+// msgLock is the lock of a locked message. It lives apart from msgIdx, which
+// every message of a backlog has, because few messages are locked at once:
+// keeping it out makes each index entry 48 bytes smaller.
+type msgLock struct {
+	until      int64 // Unix nanoseconds
+	token      LockToken
+	owner      *Consumer
+	prev, next *msgIdx // queue lock list (non-session) or owner's list (session)
+}
 
-	dl *deadline // scheduled activation or TTL expiry
+// lockedUntil is when m's lock expires; 0 when m is not locked.
+func (m *msgIdx) lockedUntil() int64 {
+	if m.lk == nil {
+		return 0
+	}
+	return m.lk.until
+}
+
+// owner is the consumer m is locked to, if any (nil also for a lock taken
+// by ReceiveDeferred).
+func (m *msgIdx) owner() *Consumer {
+	if m.lk == nil {
+		return nil
+	}
+	return m.lk.owner
 }
 
 func (m *msgIdx) meta() msgMeta {
 	mm := msgMeta{sub: m.sub, state: m.state, deliveries: m.deliveries, enqueued: m.enqueued, expires: m.expires,
-		scheduled: m.scheduled, bodyRef: m.bodyRef, size: m.size}
+		scheduled: m.scheduled, bodyRef: m.bodyRef, size: int64(m.size)}
 	if m.sess != nil {
 		mm.sessionID = m.sess.id
 	}

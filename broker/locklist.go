@@ -1,8 +1,8 @@
 package broker
 
 // The queue keeps its locked messages and its locked sessions in lists
-// sorted by lock expiry, threaded through the nodes' own link fields (no
-// allocation per lock). Expiry times almost always grow, so an insert is
+// sorted by lock expiry, threaded through the nodes' own link fields (a
+// message's are in its msgLock, which exists while it is locked). Expiry times almost always grow, so an insert is
 // normally an append. lockNode is what a node of such a list provides.
 type lockNode[T any] interface {
 	*T
@@ -12,8 +12,8 @@ type lockNode[T any] interface {
 	expiry() int64
 }
 
-func (m *msgIdx) links() (prev, next **msgIdx)   { return &m.lprev, &m.lnext }
-func (m *msgIdx) expiry() int64                  { return m.lockedUntil }
+func (m *msgIdx) links() (prev, next **msgIdx)   { return &m.lk.prev, &m.lk.next }
+func (m *msgIdx) expiry() int64                  { return m.lk.until }
 func (s *session) links() (prev, next **session) { return &s.lprev, &s.lnext }
 func (s *session) expiry() int64                 { return s.lockedUntil }
 

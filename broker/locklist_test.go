@@ -16,7 +16,7 @@ func TestLockListAgainstModel(t *testing.T) {
 	var model []*msgIdx // in list order
 	nodes := make([]*msgIdx, 200)
 	for i := range nodes {
-		nodes[i] = &msgIdx{seq: uint64(i)}
+		nodes[i] = &msgIdx{seq: uint64(i), lk: &msgLock{}}
 	}
 	in := map[*msgIdx]bool{}
 	for step := 0; step < 20000; step++ {
@@ -26,10 +26,10 @@ func TestLockListAgainstModel(t *testing.T) {
 			model = slices.DeleteFunc(model, func(x *msgIdx) bool { return x == n })
 			delete(in, n)
 		} else {
-			n.lockedUntil = int64(step/4 + r.IntN(8)) // mostly growing, with ties and reorders
+			n.lk.until = int64(step/4 + r.IntN(8)) // mostly growing, with ties and reorders
 			wasHead := linkSorted(&head, &tail, n)
 			at := len(model)
-			for at > 0 && model[at-1].lockedUntil > n.lockedUntil {
+			for at > 0 && model[at-1].lk.until > n.lk.until {
 				at--
 			}
 			model = slices.Insert(model, at, n)
@@ -40,8 +40,8 @@ func TestLockListAgainstModel(t *testing.T) {
 		}
 		var got []*msgIdx
 		var prev *msgIdx
-		for x := head; x != nil; x = x.lnext {
-			if x.lprev != prev {
+		for x := head; x != nil; x = x.lk.next {
+			if x.lk.prev != prev {
 				t.Fatalf("step %d: broken back link at seq %d", step, x.seq)
 			}
 			got, prev = append(got, x), x
@@ -51,10 +51,10 @@ func TestLockListAgainstModel(t *testing.T) {
 		}
 	}
 	// Removing a node that is not in the list changes nothing.
-	var outside msgIdx
+	outside := msgIdx{lk: &msgLock{}}
 	unlinkSorted(&head, &tail, &outside)
 	n := 0
-	for x := head; x != nil; x = x.lnext {
+	for x := head; x != nil; x = x.lk.next {
 		n++
 	}
 	if n != len(model) {

@@ -108,7 +108,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	}
 	for _, s := range seqs {
 		m := q.msgs[uint64(s)]
-		if m == nil || m.state != StateDeferred || m.sub != p.Subqueue || m.pending || m.lockedUntil != 0 {
+		if m == nil || m.state != StateDeferred || m.sub != p.Subqueue || m.pending || m.lk != nil {
 			release()
 			q.mu.Unlock()
 			return nil, errorf(ErrMessageNotFound, "no deferred message with sequence number %d in %q", s, path)
@@ -141,7 +141,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		if mode == PeekLock {
 			until := now.UnixNano() + int64(e.props().LockDuration)
 			q.lock(m, nil, until)
-			msg.LockToken, msg.LockedUntil = m.token, time.Unix(0, until).UTC()
+			msg.LockToken, msg.LockedUntil = m.lk.token, time.Unix(0, until).UTC()
 		} else {
 			m.pending = true
 			deleteMessageKeys(&w.rdBt, e.id, m)
@@ -180,7 +180,7 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	q.mu.Lock()
 	var cand []*msgIdx
 	for _, m := range q.msgs {
-		if m.sub == p.Subqueue && !m.pending && m.lockedUntil == 0 && (before.IsZero() || m.enqueued < satNano(before)) {
+		if m.sub == p.Subqueue && !m.pending && m.lk == nil && (before.IsZero() || m.enqueued < satNano(before)) {
 			cand = append(cand, m)
 		}
 	}

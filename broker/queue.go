@@ -70,7 +70,7 @@ func (q *qstate) insert(m *msgIdx) {
 	q.msgs[m.seq] = m
 	q.peak = max(q.peak, len(q.msgs))
 	q.n[m.sub][m.state]++
-	q.size += m.size
+	q.size += int64(m.size)
 	if m.sub == SubqueueMain && m.sess != nil {
 		m.sess.count++
 	}
@@ -136,7 +136,7 @@ func (q *qstate) remove(m *msgIdx) {
 	q.clearDeadline(m)
 	delete(q.msgs, m.seq)
 	q.n[m.sub][m.state]--
-	q.size -= m.size
+	q.size -= int64(m.size)
 	if q.peak > 4096 && len(q.msgs) < q.peak/8 {
 		// Go maps do not shrink: after a large backlog drains, rebuild.
 		msgs := make(map[uint64]*msgIdx, len(q.msgs))
@@ -167,10 +167,8 @@ func (q *qstate) setPlace(m *msgIdx, sub Subqueue, st MessageState) {
 // lock locks m for c until `until`.
 func (q *qstate) lock(m *msgIdx, c *Consumer, until int64) {
 	q.unavailable(m)
-	m.token = q.b.newToken()
-	m.lockedUntil = until
-	m.owner = c
-	q.locks[m.token] = m
+	m.lk = &msgLock{until: until, token: q.b.newToken(), owner: c}
+	q.locks[m.lk.token] = m
 	if c != nil && c.sess != nil {
 		c.linkLocked(m)
 		return
@@ -180,25 +178,23 @@ func (q *qstate) lock(m *msgIdx, c *Consumer, until int64) {
 
 // unlock drops m's lock (if any) without making it available.
 func (q *qstate) unlock(m *msgIdx) {
-	if m.lockedUntil == 0 {
+	if m.lk == nil {
 		return
 	}
-	delete(q.locks, m.token)
-	if m.owner != nil && m.owner.sess != nil {
-		m.owner.unlinkLocked(m)
+	delete(q.locks, m.lk.token)
+	if o := m.lk.owner; o != nil && o.sess != nil {
+		o.unlinkLocked(m)
 	} else {
 		q.unlinkLock(m)
 	}
-	m.lockedUntil = 0
-	m.owner = nil
-	m.token = LockToken{}
+	m.lk = nil
 }
 
 // linkLock inserts m into the lock list, kept sorted by lockedUntil
 // (normally an append), and arms the list's deadline.
 func (q *qstate) linkLock(m *msgIdx) {
 	if linkSorted(&q.lockHead, &q.lockTail, m) {
-		q.b.wheel.set(&q.lockDL, m.lockedUntil)
+		q.b.wheel.set(&q.lockDL, m.lk.until)
 	}
 }
 

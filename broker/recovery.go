@@ -182,7 +182,7 @@ func (b *Broker) loadMessage(e *entity, k, v []byte) error {
 	}
 	q := e.q
 	m := &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
-		size: mm.size, deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
+		size: int32(mm.size), deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
 	// A topic's scheduled messages are numbered by the topic's counter; a
 	// subscription's by its topic's, which the topic's marks cover.
 	if c := e.seq; c != nil && seq >= c.next {

@@ -78,7 +78,7 @@ func (tx *txn) write() error {
 func (tx *txn) abort() {
 	for _, p := range tx.places {
 		p.q.mu.Lock()
-		p.q.reserved -= p.m.size
+		p.q.reserved -= int64(p.m.size)
 		p.q.mu.Unlock()
 	}
 	for _, u := range tx.dedupe {
@@ -111,7 +111,7 @@ func (tx *txn) publish() {
 			q, w = p.q, &work{q: p.q}
 			q.mu.Lock()
 		}
-		q.reserved -= p.m.size
+		q.reserved -= int64(p.m.size)
 		if q.ent.deleted.Load() {
 			continue
 		}
@@ -519,7 +519,7 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 	if seq == 0 {
 		seq = tx.seq(e, 1)
 	}
-	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: size, sub: sub, hidx: -1}
+	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: int32(size), sub: sub, hidx: -1}
 	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
 		mi.state = StateScheduled
 		mi.scheduled = satNano(m.ScheduledEnqueueTime)

@@ -189,7 +189,7 @@ func (q *qstate) releaseSession(c *Consumer, expired bool, w *work) {
 		q.consumers[SubqueueMain] = slices.Delete(cs, i, i+1)
 	}
 	var locked []*msgIdx
-	for m := c.locked; m != nil; m = m.lnext {
+	for m := c.locked; m != nil; m = m.lk.next {
 		locked = append(locked, m)
 	}
 	for _, m := range locked {

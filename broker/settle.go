@@ -166,7 +166,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 				tx.bt.Ops = tx.bt.Ops[:n]
 				for _, p := range tx.places[np:] {
 					p.q.mu.Lock()
-					p.q.reserved -= p.m.size
+					p.q.reserved -= int64(p.m.size)
 					p.q.mu.Unlock()
 				}
 				tx.places = tx.places[:np]
@@ -200,7 +200,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		if err != nil || mv.dropped {
 			if mv.kind == mvActivate || mv.transfer || mv.kind == mvRetry {
 				q.setDeadline(m, b.now().Add(time.Second).UnixNano())
-			} else if m.lockedUntil == 0 {
+			} else if m.lk == nil {
 				q.route(m)
 			}
 			continue
@@ -372,13 +372,13 @@ func (q *qstate) checkLock(token LockToken) (*msgIdx, error) {
 	if m == nil || m.pending {
 		return nil, errorf(ErrLockLost, "the lock supplied is invalid: either the lock expired, or the message was already settled or removed from %q", q.ent.path())
 	}
-	if c := m.owner; c != nil && c.sess != nil {
+	if c := m.owner(); c != nil && c.sess != nil {
 		if c.sess.owner != c || c.sess.lockedUntil <= now {
 			return nil, errorf(ErrSessionLockLost, "the session lock of session %q on %q was lost", c.sess.id, q.ent.path())
 		}
 		return m, nil
 	}
-	if m.lockedUntil <= now {
+	if m.lk.until <= now {
 		return nil, errorf(ErrLockLost, "the lock on message %d of %q expired", m.seq, q.ent.path())
 	}
 	return m, nil
@@ -444,14 +444,14 @@ func (b *Broker) DeadLetter(ctx context.Context, path, reason, desc string, prop
 func (b *Broker) RenewLock(ctx context.Context, path string, token LockToken) (time.Time, error) {
 	var until int64
 	err := b.settle(ctx, path, []LockToken{token}, nil, func(q *qstate, m *msgIdx, w *work) {
-		if c := m.owner; c != nil && c.sess != nil {
+		if c := m.owner(); c != nil && c.sess != nil {
 			until = c.sess.lockedUntil
 			return
 		}
 		q.unlinkLock(m)
-		m.lockedUntil = q.b.now().UnixNano() + int64(q.ent.props().LockDuration)
+		m.lk.until = q.b.now().UnixNano() + int64(q.ent.props().LockDuration)
 		q.linkLock(m)
-		until = m.lockedUntil
+		until = m.lk.until
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -521,7 +521,7 @@ func (q *qstate) onLockDeadline(now int64) {
 	w := &work{q: q}
 	q.mu.Lock()
 	n := 0
-	for h := q.lockHead; h != nil && h.lockedUntil <= now; h = q.lockHead {
+	for h := q.lockHead; h != nil && h.lk.until <= now; h = q.lockHead {
 		q.unlock(h)
 		n++
 		if h.pending {
@@ -530,7 +530,7 @@ func (q *qstate) onLockDeadline(now int64) {
 		q.failedDelivery(h, nil, true, w)
 	}
 	if q.lockHead != nil {
-		q.b.wheel.set(&q.lockDL, q.lockHead.lockedUntil)
+		q.b.wheel.set(&q.lockDL, q.lockHead.lk.until)
 	}
 	q.dispatch(w)
 	q.mu.Unlock()
@@ -557,7 +557,7 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 		switch {
 		case m.state == StateScheduled && m.scheduled <= now:
 			q.activate(m, now, w)
-		case m.state == StateActive && m.sub == SubqueueMain && m.lockedUntil == 0 && m.expires != 0 && m.expires <= now:
+		case m.state == StateActive && m.sub == SubqueueMain && m.lk == nil && m.expires != 0 && m.expires <= now:
 			q.expire(m, w)
 		}
 	}

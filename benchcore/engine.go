@@ -223,7 +223,7 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	waitTimeout(&cwg, 10*time.Second)
 	close(progressDone)
 	pwg.Wait()
-	brokerCPU, harnessCPU := cpu.Stop()
+	usage := cpu.Usage()
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -232,7 +232,7 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	for i := range hists {
 		all.Merge(&hists[i])
 	}
-	return e.result(&all, brokerCPU, harnessCPU), nil
+	return e.result(&all, usage), nil
 }
 
 // produce runs every sender until the workload is sent or a send fails.

@@ -33,6 +33,11 @@ type BusbarConfig struct {
 	AdminTLS  bool
 	// ReceiveAndDelete settles on receipt; otherwise peek-lock and complete.
 	ReceiveAndDelete bool
+	// SettleFirst makes the raw client's peek-lock completes settled
+	// dispositions (rcv-settle-mode first), which Busbar applies without
+	// answering; by default they are unsettled (mode second, as the SDKs
+	// attach) and each waits for the broker's verdict.
+	SettleFirst bool
 	// Prefetch is the most messages one receive asks for (default 100).
 	Prefetch int
 	// SessionIdle is how long a session consumer waits on an empty session

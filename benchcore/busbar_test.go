@@ -36,7 +36,7 @@ func TestBusbarDrivers(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	s := busbartest.Start(t)
-	for _, client := range []string{"sdk", "amqp"} {
+	for _, client := range []string{"sdk", "amqp", "raw", "raw-settle-first", "raw-cbs"} {
 		for _, c := range []struct {
 			name string
 			w    Workload
@@ -47,14 +47,28 @@ func TestBusbarDrivers(t *testing.T) {
 			{"sessions", Workload{Producers: 2, Consumers: 3, Inflight: 2, Batch: 5, Keys: 12, PerKey: 5}, false},
 		} {
 			t.Run(client+"/"+c.name, func(t *testing.T) {
+				if client == "raw-settle-first" && c.w.Keyed() {
+					t.Skip("settle-first is refused for sessions (see RawDriver.Prepare)")
+				}
 				cfg := BusbarConfig{ConnectionString: s.ConnectionString(), Create: true,
 					AdminAddr: s.HTTPAddr().String(), ReceiveAndDelete: c.rad, SessionIdle: 300 * time.Millisecond}
 				var d Driver
 				var err error
-				if client == "sdk" {
+				switch client {
+				case "sdk":
 					d, err = NewSDKDriver(cfg)
-				} else {
+				case "amqp":
 					d, err = NewAMQPDriver(cfg)
+				case "raw", "raw-settle-first":
+					cfg.SettleFirst = client == "raw-settle-first"
+					d, err = NewRawDriver(cfg)
+				case "raw-cbs": // SASL ANONYMOUS and a CBS put-token instead of PLAIN
+					var rd *RawDriver
+					rd, err = NewRawDriver(cfg)
+					if rd != nil {
+						rd.noPlain = true
+					}
+					d = rd
 				}
 				if err != nil {
 					t.Fatal(err)

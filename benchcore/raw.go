@@ -228,8 +228,13 @@ func (c *rawConsumer) openReceiver(ctx context.Context, s *rawSession, deliver D
 	return l, nil
 }
 
-// Run implements Consumer.
+// Run implements Consumer. Once it returns, deliver is never called again.
 func (c *rawConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
+	defer func() {
+		c.c.mu.Lock()
+		c.c.muted = true
+		c.c.mu.Unlock()
+	}()
 	if !c.d.keyed {
 		s, err := c.c.beginSession(ctx)
 		if err != nil {

@@ -112,3 +112,120 @@ func FuzzDataBody(f *testing.F) {
 		}
 	})
 }
+
+// TestRawSettlesInRanges feeds a receiver link deliveries as the reader
+// would and checks the dispositions it writes: one accepted range per run
+// of consecutive delivery ids, unsettled (the broker answers) by default,
+// with credit renewed at half the prefetch; and the broker's range answer
+// clears what the link waits for.
+func TestRawSettlesInRanges(t *testing.T) {
+	c := &rawConn{done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	s := &rawSession{c: c, ch: 2}
+	l := newRawLink(s, false)
+	l.settle, l.prefetch, l.creditLeft = true, 10, 10
+	var bodies int
+	l.deliver = func(b []byte) Delivery {
+		if b == nil {
+			t.Error("a valid message reached the engine without its body")
+		}
+		bodies++
+		return Delivery{Outcome: First}
+	}
+	payload := message.AppendData(nil, []byte("0123456789abcdef0123456789abcdef"))
+	for _, id := range []uint32{7, 8, 9, 10, 20, 21} {
+		id := id
+		if err := l.onTransfer(&frames.Transfer{DeliveryID: &id, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.flushSettlementsLocked()
+	type disp struct {
+		first, last uint32
+		settled     bool
+	}
+	var got []disp
+	var credits []uint32
+	for b := c.out; len(b) > 0; {
+		h, err := frames.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := frames.Decode(h, b[:h.Size])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Channel != 2 {
+			t.Fatalf("frame on channel %d, want the session's 2", h.Channel)
+		}
+		switch f := body.(type) {
+		case *frames.Disposition:
+			last := f.First
+			if f.Last != nil {
+				last = *f.Last
+			}
+			if _, ok := f.State.(*frames.Accepted); !ok || f.Role != frames.RoleReceiver {
+				t.Fatalf("disposition %+v, want accepted by the receiver", f)
+			}
+			got = append(got, disp{f.First, last, f.Settled})
+		case *frames.Flow:
+			credits = append(credits, *f.LinkCredit)
+		default:
+			t.Fatalf("unexpected %T", body)
+		}
+		b = b[h.Size:]
+	}
+	want := []disp{{7, 10, false}, {20, 21, false}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("dispositions %+v, want %+v", got, want)
+	}
+	// 10 credits: renewed to 10 when 5 are left (after the 5th delivery).
+	if len(credits) != 1 || credits[0] != 10 || bodies != 6 {
+		t.Fatalf("flows with credit %v and %d bodies, want one renewal to 10 and 6 bodies", credits, bodies)
+	}
+	if l.awaiting != 6 {
+		t.Fatalf("awaiting %d answers, want 6", l.awaiting)
+	}
+	if err := l.onDisposition(frames.RoleSender, 7, 10, true, &frames.Accepted{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.onDisposition(frames.RoleSender, 20, 21, true, &frames.Rejected{Error: &frames.Error{Condition: "com.microsoft:message-lock-lost"}}); err != nil {
+		t.Fatal(err)
+	}
+	if l.awaiting != 0 || l.rejectErr == nil {
+		t.Fatalf("after the answers: awaiting %d, error %v; want 0 and the lock-lost refusal", l.awaiting, l.rejectErr)
+	}
+}
+
+// TestRawSenderSettlesRanges checks that one broker disposition covering a
+// range releases every Send waiting in it, with an error for a refusal.
+func TestRawSenderSettlesRanges(t *testing.T) {
+	c := &rawConn{done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	s := &rawSession{c: c}
+	l := newRawLink(s, true)
+	a := &rawWaiter{left: 2, done: make(chan struct{})}
+	b := &rawWaiter{left: 1, done: make(chan struct{})}
+	l.ring[5], l.ring[6], l.ring[7] = a, a, b
+	l.unsettled = 3
+	if err := l.onDisposition(frames.RoleReceiver, 5, 6, true, &frames.Accepted{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-a.done:
+	default:
+		t.Fatal("the first send is still waiting after its range was accepted")
+	}
+	if a.err != nil {
+		t.Fatalf("accepted send failed: %v", a.err)
+	}
+	if err := l.onDisposition(frames.RoleReceiver, 7, 7, true, &frames.Rejected{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.done:
+	default:
+		t.Fatal("the second send is still waiting")
+	}
+	if b.err == nil || l.unsettled != 0 {
+		t.Fatalf("refused send: err %v, unsettled %d; want an error and 0", b.err, l.unsettled)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -65,6 +66,7 @@ type rawConn struct {
 	err         error  // why the connection ended
 	sessions    []*rawSession
 	byRemote    map[uint16]*rawSession
+	muted       bool           // deliveries are dropped: the consumer's Run has returned
 	dec         frames.Decoder // the reader's alone
 	lastChannel uint16         // the channel of the frame readFrame returned
 }
@@ -309,6 +311,10 @@ func (c *rawConn) writer() {
 			c.out = append(c.out, 0, 0, 0, 8, 2, 0, 0, 0) // an empty frame
 			c.mu.Unlock()
 		}
+		// Let the goroutines this write's trigger woke (senders given
+		// credit, the reader's settlements) add their frames first: one
+		// system call carries them all.
+		runtime.Gosched()
 		c.mu.Lock()
 		buf := c.out
 		c.out = spare[:0]

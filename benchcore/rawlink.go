@@ -253,6 +253,9 @@ func stateText(st frames.DeliveryState) string {
 // onTransfer hands a delivery's body to the engine and queues its
 // settlement.
 func (l *rawLink) onTransfer(f *frames.Transfer) error {
+	if l.s.c.muted {
+		return nil // after Run: unsettled, the lock expires or the link's end releases it
+	}
 	if f.Aborted {
 		l.partial = l.partial[:0]
 		return nil

@@ -38,7 +38,7 @@ done
 
 if [ "$QUICK" = 1 ]; then
 	DURATION=${DURATION:-2}
-	KEYS=${KEYS:-300}
+	KEYS=${KEYS:-1000}
 else
 	DURATION=${DURATION:-60}
 	KEYS=${KEYS:-10000}

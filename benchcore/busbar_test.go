@@ -96,3 +96,45 @@ func TestBusbarDrivers(t *testing.T) {
 		}
 	}
 }
+
+// TestRawClientUnderPressure runs the raw client where its flow control
+// matters: sends of 50 messages, 4 at once, on links of 100 credit (Send
+// calls wait for credit and share it), consumers with 10 credit (renewed
+// every 5 deliveries), and 200 sessions taken by 2 consumers of 3
+// sessions each. Every message must arrive once, in order per session.
+func TestRawClientUnderPressure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	s := busbartest.Start(t)
+	for _, c := range []struct {
+		name string
+		w    Workload
+	}{
+		{"credit-bound", Workload{Producers: 1, Consumers: 2, Inflight: 4, Batch: 50, Count: 3000, Size: 1024}},
+		{"sessions", Workload{Producers: 2, Consumers: 2, Inflight: 2, Batch: 10, Keys: 200, PerKey: 10, Size: 1024}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := NewRawDriver(BusbarConfig{ConnectionString: s.ConnectionString(), Create: true,
+				AdminAddr: s.HTTPAddr().String(), Prefetch: 10, ConcurrentSessions: 3, SessionIdle: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			c.w.DrainTimeout = 30 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r, err := Run(ctx, c.w, d, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := c.w.Count
+			if c.w.Keyed() {
+				want = int64(c.w.Keys * c.w.PerKey)
+			}
+			if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want || v.Duplicates != 0 {
+				t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
+			}
+		})
+	}
+}

@@ -59,10 +59,12 @@ type rawConn struct {
 	mech     string        // the SASL mechanism used
 	done     chan struct{} // closed when the connection fails or closes
 	wake     chan struct{} // wakes the writer
+	drained  chan struct{} // closed by the writer once the close frame is written
 	writerWG sync.WaitGroup
 
 	mu          sync.Mutex
 	out         []byte // frames waiting for the writer
+	closing     bool   // Close has queued the close frame
 	err         error  // why the connection ended
 	sessions    []*rawSession
 	byRemote    map[uint16]*rawSession
@@ -83,7 +85,7 @@ func dialRaw(ctx context.Context, addr string, auth rawAuth) (*rawConn, error) {
 		_ = tc.SetNoDelay(true)
 	}
 	c := &rawConn{nc: nc, br: bufio.NewReaderSize(nc, 256<<10), done: make(chan struct{}),
-		wake: make(chan struct{}, 1), byRemote: map[uint16]*rawSession{}}
+		wake: make(chan struct{}, 1), drained: make(chan struct{}), byRemote: map[uint16]*rawSession{}}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = nc.SetDeadline(dl)
 	}
@@ -245,26 +247,18 @@ func (c *rawConn) failure() error {
 // Close sends a close frame, waits briefly for it to leave and closes.
 func (c *rawConn) Close() error {
 	c.mu.Lock()
-	if c.err == nil {
+	if c.err == nil && !c.closing {
+		c.closing = true
 		c.appendLocked(0, &frames.Close{})
 	}
 	c.mu.Unlock()
 	c.flush()
 	t := time.NewTimer(2 * time.Second)
 	defer t.Stop()
-	for {
-		c.mu.Lock()
-		empty := len(c.out) == 0 || c.err != nil
-		c.mu.Unlock()
-		if empty {
-			break
-		}
-		select {
-		case <-t.C:
-		case <-time.After(time.Millisecond):
-			continue
-		}
-		break
+	select {
+	case <-c.drained:
+	case <-c.done:
+	case <-t.C:
 	}
 	c.mu.Lock()
 	c.failLocked(net.ErrClosed)
@@ -326,6 +320,13 @@ func (c *rawConn) writer() {
 			}
 		}
 		spare = buf
+		c.mu.Lock()
+		fin := c.closing && len(c.out) == 0
+		c.mu.Unlock()
+		if fin {
+			close(c.drained) // the close frame is out
+			return
+		}
 	}
 }
 

@@ -28,7 +28,8 @@ type rawLink struct {
 	detached chan struct{} // closed by the broker's detach
 	refused  bool          // the broker's attach had no terminus: a detach with the reason follows
 	detErr   *frames.Error
-	closing  bool           // we sent our detach
+	closing  bool           // leaving: no more credit
+	detSent  bool           // we sent our detach: later deliveries are left to the broker to release
 	replyTo  *frames.Attach // where the broker's attach goes
 
 	// Sender.
@@ -158,7 +159,7 @@ func (l *rawLink) onDetach(f *frames.Detach) error {
 	default:
 	}
 	l.detErr = f.Error
-	if !l.closing {
+	if !l.detSent {
 		// The broker ended the link: answer its detach.
 		l.s.c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
 	}
@@ -253,8 +254,10 @@ func stateText(st frames.DeliveryState) string {
 // onTransfer hands a delivery's body to the engine and queues its
 // settlement.
 func (l *rawLink) onTransfer(f *frames.Transfer) error {
-	if l.s.c.muted {
-		return nil // after Run: unsettled, the lock expires or the link's end releases it
+	if l.s.c.muted || l.detSent {
+		// After Run, or after our detach: not delivered, not settled; the
+		// broker releases it when the link (or connection) ends.
+		return nil
 	}
 	if f.Aborted {
 		l.partial = l.partial[:0]
@@ -334,7 +337,7 @@ func (l *rawLink) detach(ctx context.Context) error {
 	select {
 	case <-l.detached:
 	default:
-		l.closing = true
+		l.closing, l.detSent = true, true
 		c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
 	}
 	c.mu.Unlock()

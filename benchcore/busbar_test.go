@@ -78,20 +78,7 @@ func TestBusbarDrivers(t *testing.T) {
 						t.Errorf("close (deletes the queue): %v", err)
 					}
 				}()
-				c.w.DrainTimeout = 20 * time.Second
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				r, err := Run(ctx, c.w, d, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := c.w.Count
-				if c.w.Keyed() {
-					want = int64(c.w.Keys * c.w.PerKey)
-				}
-				if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want {
-					t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
-				}
+				runVerified(t, c.w, d)
 			})
 		}
 	}
@@ -121,20 +108,27 @@ func TestRawClientUnderPressure(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer d.Close()
-			c.w.DrainTimeout = 30 * time.Second
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			r, err := Run(ctx, c.w, d, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := c.w.Count
-			if c.w.Keyed() {
-				want = int64(c.w.Keys * c.w.PerKey)
-			}
-			if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want || v.Duplicates != 0 {
-				t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
-			}
+			runVerified(t, c.w, d)
 		})
+	}
+}
+
+// runVerified runs w against d and fails the test unless every message
+// was sent, and received exactly once (in order per key).
+func runVerified(t *testing.T, w Workload, d Driver) {
+	t.Helper()
+	w.DrainTimeout = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Run(ctx, w, d, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := w.Count
+	if w.Keyed() {
+		want = int64(w.Keys * w.PerKey)
+	}
+	if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want || v.Duplicates != 0 {
+		t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
 	}
 }

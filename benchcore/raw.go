@@ -47,11 +47,7 @@ const RawClientVersion = "raw AMQP 1.0 (busbar bench)"
 // authorized as that rule), otherwise SASL ANONYMOUS and a CBS put-token
 // of a SAS token for the queue, the way the SDKs authorize.
 type RawDriver struct {
-	cfg   BusbarConfig
-	ci    connInfo
-	qm    *queueManager
-	queue string
-	keyed bool
+	busbarBase
 	// noPlain makes the driver use ANONYMOUS and CBS even when PLAIN is
 	// offered (tests).
 	noPlain bool
@@ -60,15 +56,11 @@ type RawDriver struct {
 // NewRawDriver returns a raw-client driver for cfg, which needs an
 // emulator-style (plain TCP) connection string.
 func NewRawDriver(cfg BusbarConfig) (*RawDriver, error) {
-	cfg.defaults()
-	ci, err := parseConnectionString(cfg.ConnectionString)
+	b, err := newBusbarBase(cfg, "raw")
 	if err != nil {
 		return nil, err
 	}
-	if !ci.emulator {
-		return nil, errors.New("--client raw speaks plain AMQP: it needs an emulator-style connection string (UseDevelopmentEmulator=true)")
-	}
-	return &RawDriver{cfg: cfg, ci: ci}, nil
+	return &RawDriver{busbarBase: b}, nil
 }
 
 // Info implements Driver.
@@ -93,17 +85,7 @@ func (d *RawDriver) Prepare(ctx context.Context, w Workload) error {
 		// client cannot wait for them.
 		return errors.New("--settle-first cannot be used with sessions: the client could not know when to let a session go")
 	}
-	q, err := prepareQueue(ctx, &d.cfg, d.ci, &d.qm, w)
-	d.queue, d.keyed = q, w.Keyed()
-	return err
-}
-
-// Close implements Driver: it deletes a queue the driver created.
-func (d *RawDriver) Close() error {
-	if d.qm != nil {
-		return d.qm.cleanup()
-	}
-	return nil
+	return d.busbarBase.Prepare(ctx, w)
 }
 
 // dial opens an authorized connection for the queue.

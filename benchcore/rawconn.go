@@ -434,14 +434,10 @@ func (c *rawConn) beginSession(ctx context.Context) (*rawSession, error) {
 	c.appendLocked(s.ch, &frames.Begin{NextOutgoingID: 0, IncomingWindow: rawWindow, OutgoingWindow: rawWindow, HandleMax: 7})
 	c.mu.Unlock()
 	c.flush()
-	select {
-	case <-s.begun:
-		return s, nil
-	case <-c.done:
-		return nil, c.failure()
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := c.wait(ctx, s.begun); err != nil {
+		return nil, err
 	}
+	return s, nil
 }
 
 // linkOf returns the session's handle-0 link if the broker's handle h

@@ -6,13 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
 	"github.com/busbar-io/busbar/amqp/message"
-	"github.com/busbar-io/busbar/sas"
 )
 
 // rawLink is the link on handle 0 of a rawSession: a sender that
@@ -98,23 +95,15 @@ func (s *rawSession) attach(ctx context.Context, l *rawLink, a *frames.Attach) (
 	c.appendLocked(s.ch, a)
 	c.mu.Unlock()
 	c.flush()
-	select {
-	case <-l.attached:
-	case <-c.done:
-		return nil, c.failure()
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := c.wait(ctx, l.attached); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	refused := l.refused
 	c.mu.Unlock()
 	if refused {
-		select {
-		case <-l.detached:
-		case <-c.done:
-			return nil, c.failure()
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := c.wait(ctx, l.detached); err != nil {
+			return nil, err
 		}
 		c.mu.Lock()
 		s.link = nil
@@ -122,6 +111,19 @@ func (s *rawSession) attach(ctx context.Context, l *rawLink, a *frames.Attach) (
 		return nil, &rawLinkError{l.detErr}
 	}
 	return reply, nil
+}
+
+// wait waits for ch to be closed (or to deliver), the connection to fail
+// or ctx to end.
+func (c *rawConn) wait(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-c.done:
+		return c.failure()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // rawLinkError is a link the broker refused or detached.
@@ -342,12 +344,8 @@ func (l *rawLink) detach(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	c.flush()
-	select {
-	case <-l.detached:
-	case <-c.done:
-		return c.failure()
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := c.wait(ctx, l.detached); err != nil {
+		return err
 	}
 	c.mu.Lock()
 	if l.s.link == l {
@@ -600,13 +598,10 @@ func (c *rawConn) putToken(ctx context.Context, audience, keyName, key string) e
 	}
 	replyTo := fmt.Sprintf("cbs-reply-%08x", newRunID())
 	b := &rawCBS{sndName: replyTo + "-snd", ready: make(chan struct{}, 1), reply: make(chan []byte, 1), failed: make(chan *frames.Error, 1)}
-	expiry := time.Now().Add(2 * time.Hour)
-	token := sas.Sign(audience, keyName, key, expiry)
+	props, token := putTokenRequest(audience, keyName, key)
 	id := fmt.Sprintf("put-token-%08x", newRunID())
 	payload, err := message.AppendBare(nil, &message.Properties{MessageID: id, ReplyTo: replyTo},
-		map[string]any{"operation": "put-token", "type": "servicebus.windows.net:sastoken",
-			"name": audience, "expiration": strconv.FormatInt(expiry.Unix(), 10)},
-		message.Body{Kind: message.BodyValue, Value: token})
+		props, message.Body{Kind: message.BodyValue, Value: token})
 	if err != nil {
 		return err
 	}
@@ -653,9 +648,5 @@ func (c *rawConn) putToken(ctx context.Context, audience, keyName, key string) e
 	if err != nil {
 		return fmt.Errorf("raw: put-token response: %w", err)
 	}
-	code, _ := m.ApplicationProperties["status-code"].(int32)
-	if code < 200 || code > 299 {
-		return fmt.Errorf("raw: put-token for %s: status %d %v", audience, code, m.ApplicationProperties["status-description"])
-	}
-	return nil
+	return putTokenStatus(audience, m.ApplicationProperties)
 }

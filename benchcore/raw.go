@@ -154,6 +154,9 @@ func (p *rawProducer) Send(ctx context.Context, msgs []Outgoing) error {
 
 func (p *rawProducer) Close() error { return p.c.Close() }
 
+// CopiesBodies implements BodyCopier: Send copies each body into a frame.
+func (p *rawProducer) CopiesBodies() bool { return true }
+
 // NewConsumer implements Driver.
 func (d *RawDriver) NewConsumer(ctx context.Context, _ int) (Consumer, error) {
 	c, err := d.dial(ctx)

@@ -132,3 +132,77 @@ func runVerified(t *testing.T, w Workload, d Driver) {
 		t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
 	}
 }
+
+// TestRawAcceptNextSessionTimesOut checks the raw client's handling of a
+// session receiver the broker refuses because no session became
+// available in time (an attach without a source, then a detach with
+// com.microsoft:timeout): the consumer tries again, and takes the session
+// once one exists.
+func TestRawAcceptNextSessionTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	defer func(d time.Duration) { rawAcceptTimeout = d }(rawAcceptTimeout)
+	rawAcceptTimeout = 200 * time.Millisecond
+	srv := busbartest.Start(t)
+	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true, AdminAddr: srv.HTTPAddr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}
+	if err := d.Prepare(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := d.NewConsumer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	rc := cons.(*rawConsumer)
+	s, err := rc.c.beginSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	deliver := func(b []byte) Delivery {
+		h, err := DecodeHeader(b)
+		if err != nil {
+			t.Errorf("foreign body %x", b)
+			return Delivery{Outcome: Foreign}
+		}
+		got = append(got, h.Seq)
+		return Delivery{Outcome: First, Keyed: true, Key: h.Key, Last: h.Last}
+	}
+	// No session yet: the broker refuses after the timeout, and the
+	// consumer reports no error (it would try again).
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatalf("accept on an empty queue: %v, want nil after the broker's timeout", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("delivered %v from an empty queue", got)
+	}
+	p, err := d.NewProducer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var msgs []Outgoing
+	for seq := uint32(0); seq < 3; seq++ {
+		b := make([]byte, 64)
+		EncodeHeader(b, Header{ID: uint64(seq), Keyed: true, Key: 7, Seq: seq, Last: seq == 2})
+		msgs = append(msgs, Outgoing{Body: b, Key: "k7"})
+	}
+	if err := p.Send(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// The same AMQP session attaches again and reads the session in order.
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("delivered sequence %v, want [0 1 2]", got)
+	}
+}

@@ -173,6 +173,11 @@ type rawConsumer struct {
 
 func (c *rawConsumer) Close() error { return c.c.Close() }
 
+// rawAcceptTimeout is how long the broker may wait for a session to
+// become available before it refuses a session receiver (a variable for
+// tests).
+var rawAcceptTimeout = 5 * time.Second
+
 // session filter descriptor the Go SDK writes (see amqp.go).
 var nextSessionFilter = encoding.Fields{sessionFilter: &encoding.Described{Descriptor: uint64(sessionFilterCode), Value: nil}}
 
@@ -198,7 +203,7 @@ func (c *rawConsumer) openReceiver(ctx context.Context, s *rawSession, deliver D
 	}
 	if keyed {
 		a.Source.Filter = nextSessionFilter
-		a.Properties = encoding.Fields{"com.microsoft:timeout": uint32(5000)}
+		a.Properties = encoding.Fields{"com.microsoft:timeout": uint32(rawAcceptTimeout / time.Millisecond)}
 	}
 	if _, err := s.attach(ctx, l, a); err != nil {
 		return nil, err

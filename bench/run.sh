@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # Run Busbar and its peers (RabbitMQ, NATS JetStream, PostgreSQL) through the
 # same workloads, one after another, on this machine and on loopback only,
-# then print markdown tables and write PNG charts.
+# then print markdown tables and write PNG charts. Every result carries the
+# broker's and the load generator's CPU per message (from /proc).
 #
-#   bench/run.sh            # the full comparison (about 30 minutes)
+#   bench/run.sh            # W2, W4 and the latency workload (about 20 minutes)
 #   bench/run.sh --quick    # a smoke run: every broker and workload, 2 s each
 #   bench/run.sh --only busbar,postgres
 #
 # Environment: OUT (results directory, default bench/results/latest),
 # CHARTS (PNG directory, default docs/benchmarks), DURATION (seconds per
-# timed run), KEYS (ordered keys of the keyed workload).
+# timed run), KEYS (sessions of W4), WORKLOADS (default "w2 w4 lat5k";
+# also 1p1c, rate1000, rate5000), CLIENTS (Busbar's clients, default
+# "raw amqp sdk").
 #
 # Every broker is started by this script with its data in a temporary
 # directory, on 127.0.0.1 and a port of its own, and stopped by its PID.
@@ -27,7 +30,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) QUICK=1 ;;
 	--only) ONLY=$2; shift ;;
-	-h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,21p' "$0"; exit 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -35,7 +38,7 @@ done
 
 if [ "$QUICK" = 1 ]; then
 	DURATION=${DURATION:-2}
-	KEYS=${KEYS:-300}
+	KEYS=${KEYS:-1000}
 else
 	DURATION=${DURATION:-60}
 	KEYS=${KEYS:-10000}
@@ -49,9 +52,10 @@ mkdir -p "$OUT" "$BIN"
 rm -f "$OUT"/*.json "$OUT"/*.log
 
 # Ports of our own, away from the defaults other instances may be using.
-BUSBAR_AMQP=127.0.0.1:25672 BUSBAR_HTTP=127.0.0.1:25300
-RABBIT_PORT=25673 RABBIT_DIST=25674 EPMD_PORT=24369
-NATS_PORT=24222 PG_PORT=25432
+# Each can be overridden from the environment.
+BUSBAR_AMQP=${BUSBAR_AMQP:-127.0.0.1:25672} BUSBAR_HTTP=${BUSBAR_HTTP:-127.0.0.1:25300}
+RABBIT_PORT=${RABBIT_PORT:-25673} RABBIT_DIST=${RABBIT_DIST:-25674} EPMD_PORT=${EPMD_PORT:-24369}
+NATS_PORT=${NATS_PORT:-24222} PG_PORT=${PG_PORT:-25432}
 
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
 log() { printf '\n== %s\n' "$*" >&2; }
@@ -102,19 +106,25 @@ go build -o "$BIN/busbar" ./cmd/busbar
 (cd bench && go build -o "$BIN/peerbench" ./cmd/peerbench && go build -o "$BIN/benchreport" ./cmd/benchreport)
 
 # --------------------------------------------------------------- workloads
-# Each workload is a name and the flags both `busbar bench` and peerbench take.
+# Each workload is a name and the flags both `busbar bench` and peerbench
+# take. w2 and w4 are the broker issue's W2 and W4; lat5k is its latency
+# target (p99 at 5,000 msg/s, one producer, one consumer).
 declare -A WL
+WL[w2]="--producers 4 --consumers 4 --inflight 16 --duration ${DURATION}s"
+WL[w4]="--keys $KEYS --per-key 10 --producers 4 --inflight 4 --batch 10 --consumers 4 --drain-timeout 300s"
+WL[lat5k]="--rate 5000 --producers 1 --consumers 1 --inflight 16 --duration ${DURATION}s"
 WL[1p1c]="--producers 1 --consumers 1 --inflight 16 --duration ${DURATION}s"
-WL[4p4c]="--producers 4 --consumers 4 --inflight 16 --duration ${DURATION}s"
-WL[keyed]="--keys $KEYS --per-key 10 --producers 4 --inflight 4 --batch 10 --consumers 4 --drain-timeout 300s"
 WL[rate1000]="--rate 1000 --producers 4 --inflight 16 --consumers 4 --duration ${DURATION}s"
 WL[rate5000]="--rate 5000 --producers 4 --inflight 16 --consumers 4 --duration ${DURATION}s"
-ORDER="1p1c 4p4c keyed rate1000 rate5000"
+WORKLOADS=${WORKLOADS:-w2 w4 lat5k}
+CLIENTS=${CLIENTS:-raw amqp sdk}
+for w in $WORKLOADS; do [ -n "${WL[$w]:-}" ] || { echo "run.sh: unknown workload $w" >&2; exit 2; }; done
 
-# run_all SERIES CMD...: run every workload with CMD, writing JSON and logs.
+# run_all SERIES WORKLOADS CMD...: run each of WORKLOADS with CMD, writing
+# JSON and logs.
 run_all() {
-	local series=$1; shift
-	for w in $ORDER; do
+	local series=$1 workloads=$2; shift 2
+	for w in $workloads; do
 		log "$series: $w"
 		# shellcheck disable=SC2086
 		if ! "$@" ${WL[$w]} --name "$w" --size 1024 --json --broker-pid "$BROKER_PID" \
@@ -134,8 +144,13 @@ if want busbar; then
 	wait_for grep -q 'Endpoint=' "$WORK/busbar.out"
 	CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar.out" | head -n 1)
 	BB=("$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar $(git describe --always --dirty 2>/dev/null || echo dev)")
-	run_all busbar-sdk "${BB[@]}" --client sdk
-	run_all busbar-amqp "${BB[@]}" --client amqp
+	for client in $CLIENTS; do
+		# The latency workload is the SDK's target; the lean clients run
+		# the throughput workloads.
+		wls=$WORKLOADS
+		[ "$client" = sdk ] || wls=$(echo " $WORKLOADS " | sed 's/ lat5k / /g')
+		run_all "busbar-$client" "$wls" "${BB[@]}" --client "$client"
+	done
 	stop_broker
 fi
 
@@ -158,7 +173,7 @@ if want rabbitmq && install_pkgs rabbitmq-server; then
 	wait_for test -s "$R/pid"
 	HOME=$R wait_for /usr/lib/rabbitmq/bin/rabbitmqctl -n bench@localhost await_startup
 	BROKER_PID=$(cat "$R/pid")
-	run_all rabbitmq "$BIN/peerbench" --broker rabbitmq --url "amqp://guest:guest@127.0.0.1:$RABBIT_PORT/"
+	run_all rabbitmq "$WORKLOADS" "$BIN/peerbench" --broker rabbitmq --url "amqp://guest:guest@127.0.0.1:$RABBIT_PORT/"
 	eval "$EXTRA_STOP"
 	EXTRA_STOP=""
 	stop_broker
@@ -184,7 +199,7 @@ if want nats; then
 		BROKER_PID=$!
 		wait_for bash -c "exec 3<>/dev/tcp/127.0.0.1/$NATS_PORT"
 		# shellcheck disable=SC2086
-		run_all "$series" "$BIN/peerbench" --broker nats --url "nats://127.0.0.1:$NATS_PORT" $flag
+		run_all "$series" "$WORKLOADS" "$BIN/peerbench" --broker nats --url "nats://127.0.0.1:$NATS_PORT" $flag
 		stop_broker
 	done
 fi
@@ -203,7 +218,7 @@ if want postgres && install_pkgs postgresql; then
 	wait_for psql -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'select 1'
 	BROKER_PID=$(head -n 1 "$P/data/postmaster.pid")
 	psql -q -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'CREATE DATABASE bench'
-	run_all postgres "$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable"
+	run_all postgres "$WORKLOADS" "$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable"
 	stop_broker # SIGTERM to the postmaster: a smart shutdown once the bench has disconnected
 	rm -rf "$P"
 	EXTRA_STOP=""
@@ -219,7 +234,8 @@ fi
 	echo "- go: $(go env GOVERSION); busbar: $(git describe --always --dirty 2>/dev/null || echo dev)"
 	echo "- rabbitmq-server: $(dpkg-query -W -f '${Version}' rabbitmq-server 2>/dev/null || echo none), erlang: $(dpkg-query -W -f '${Version}' erlang-base 2>/dev/null || echo none)"
 	echo "- nats-server: $NATS_VERSION (go install); postgresql: $(dpkg-query -W -f '${Version}' postgresql 2>/dev/null || echo none)"
-	echo "- run: $(date -u +%Y-%m-%dT%H:%MZ), DURATION=${DURATION}s, KEYS=$KEYS, quick=$QUICK"
+	echo "- run: $(date -u +%Y-%m-%dT%H:%MZ), DURATION=${DURATION}s, KEYS=$KEYS, quick=$QUICK, workloads: $WORKLOADS, busbar clients: $CLIENTS"
+	echo "- load while running (1-minute load average at the end): $(cut -d' ' -f1 /proc/loadavg)"
 	echo
 	NOTE="$(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), ${DURATION} s per timed run"
 	[ "$QUICK" = 1 ] && NOTE="QUICK SMOKE RUN (${DURATION} s per workload, noisy): not a measurement. $NOTE"

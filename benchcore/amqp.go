@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/Azure/go-amqp"
-	"github.com/busbar-io/busbar/sas"
 )
 
 // AMQPClientVersion names the client the lean driver uses.
@@ -19,44 +17,19 @@ const AMQPClientVersion = "go-amqp v1.7.0 (lean)"
 // pipelines sends (every message of a batch is its own transfer, and the
 // producer waits for all dispositions) and settles asynchronously, so it
 // shows what the broker can do with a client that adds little.
-type AMQPDriver struct {
-	cfg   BusbarConfig
-	ci    connInfo
-	qm    *queueManager
-	queue string
-	keyed bool
-}
+type AMQPDriver struct{ busbarBase }
 
 // NewAMQPDriver returns a driver for cfg.
 func NewAMQPDriver(cfg BusbarConfig) (*AMQPDriver, error) {
-	cfg.defaults()
-	ci, err := parseConnectionString(cfg.ConnectionString)
+	b, err := newBusbarBase(cfg, "amqp")
 	if err != nil {
 		return nil, err
 	}
-	if !ci.emulator {
-		return nil, errors.New("--client amqp speaks plain AMQP: it needs an emulator-style connection string (UseDevelopmentEmulator=true)")
-	}
-	return &AMQPDriver{cfg: cfg, ci: ci}, nil
+	return &AMQPDriver{b}, nil
 }
 
 // Info implements Driver.
 func (d *AMQPDriver) Info() Info { return busbarInfo(d.cfg, AMQPClientVersion) }
-
-// Prepare implements Driver.
-func (d *AMQPDriver) Prepare(ctx context.Context, w Workload) error {
-	q, err := prepareQueue(ctx, &d.cfg, d.ci, &d.qm, w)
-	d.queue, d.keyed = q, w.Keyed()
-	return err
-}
-
-// Close implements Driver: it deletes a queue the driver created.
-func (d *AMQPDriver) Close() error {
-	if d.qm != nil {
-		return d.qm.cleanup()
-	}
-	return nil
-}
 
 // dial opens a connection and authorizes it for the queue with CBS.
 func (d *AMQPDriver) dial(ctx context.Context) (*amqp.Conn, error) {
@@ -78,7 +51,6 @@ func (d *AMQPDriver) dial(ctx context.Context) (*amqp.Conn, error) {
 // the Service Bus SDKs do, and checks the 2xx status.
 func (d *AMQPDriver) putToken(ctx context.Context, conn *amqp.Conn) error {
 	audience := "amqp://" + d.ci.host + "/" + d.queue
-	token := sas.Sign(audience, d.ci.keyName, d.ci.key, time.Now().Add(2*time.Hour))
 	s, err := conn.NewSession(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("cbs session: %w", err)
@@ -95,15 +67,11 @@ func (d *AMQPDriver) putToken(ctx context.Context, conn *amqp.Conn) error {
 		return fmt.Errorf("cbs receiver: %w", err)
 	}
 	id := fmt.Sprintf("put-token-%08x", newRunID())
+	props, token := putTokenRequest(audience, d.ci.keyName, d.ci.key)
 	req := &amqp.Message{
-		Properties: &amqp.MessageProperties{MessageID: id, ReplyTo: &reply},
-		ApplicationProperties: map[string]any{
-			"operation":  "put-token",
-			"type":       "servicebus.windows.net:sastoken",
-			"name":       audience,
-			"expiration": strconv.FormatInt(time.Now().Add(2*time.Hour).Unix(), 10),
-		},
-		Value: token,
+		Properties:            &amqp.MessageProperties{MessageID: id, ReplyTo: &reply},
+		ApplicationProperties: props,
+		Value:                 token,
 	}
 	if err := snd.Send(ctx, req, nil); err != nil {
 		return fmt.Errorf("cbs put-token: %w", err)
@@ -112,11 +80,7 @@ func (d *AMQPDriver) putToken(ctx context.Context, conn *amqp.Conn) error {
 	if err != nil {
 		return fmt.Errorf("cbs put-token response: %w", err)
 	}
-	code, _ := resp.ApplicationProperties["status-code"].(int32)
-	if code < 200 || code > 299 {
-		return fmt.Errorf("cbs put-token for %s: status %d %v", audience, code, resp.ApplicationProperties["status-description"])
-	}
-	return nil
+	return putTokenStatus(audience, resp.ApplicationProperties)
 }
 
 // NewProducer implements Driver.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // BusbarConfig configures the drivers that talk to Busbar (or any broker
@@ -33,6 +35,11 @@ type BusbarConfig struct {
 	AdminTLS  bool
 	// ReceiveAndDelete settles on receipt; otherwise peek-lock and complete.
 	ReceiveAndDelete bool
+	// SettleFirst makes the raw client's peek-lock completes settled
+	// dispositions (rcv-settle-mode first), which Busbar applies without
+	// answering; by default they are unsettled (mode second, as the SDKs
+	// attach) and each waits for the broker's verdict.
+	SettleFirst bool
 	// Prefetch is the most messages one receive asks for (default 100).
 	Prefetch int
 	// SessionIdle is how long a session consumer waits on an empty session
@@ -65,6 +72,67 @@ func (c *BusbarConfig) defaults() {
 	if c.BrokerVersion == "" {
 		c.BrokerVersion = "busbar"
 	}
+}
+
+// busbarBase is what the Busbar drivers share: the configuration, the
+// parsed connection string, and the queue of the run with its manager.
+type busbarBase struct {
+	cfg   BusbarConfig
+	ci    connInfo
+	qm    *queueManager
+	queue string
+	keyed bool
+}
+
+// newBusbarBase reads cfg. A driver named by plain speaks plain AMQP and
+// needs an emulator-style connection string; plain is "" for the SDK.
+func newBusbarBase(cfg BusbarConfig, plain string) (busbarBase, error) {
+	cfg.defaults()
+	ci, err := parseConnectionString(cfg.ConnectionString)
+	if err != nil {
+		return busbarBase{}, err
+	}
+	if plain != "" && !ci.emulator {
+		return busbarBase{}, fmt.Errorf("--client %s speaks plain AMQP: it needs an emulator-style connection string (UseDevelopmentEmulator=true)", plain)
+	}
+	return busbarBase{cfg: cfg, ci: ci}, nil
+}
+
+// Prepare implements Driver: it resolves (or creates) the run's queue.
+func (b *busbarBase) Prepare(ctx context.Context, w Workload) error {
+	q, err := prepareQueue(ctx, &b.cfg, b.ci, &b.qm, w)
+	b.queue, b.keyed = q, w.Keyed()
+	return err
+}
+
+// Close implements Driver: it deletes a queue the driver created.
+func (b *busbarBase) Close() error {
+	if b.qm != nil {
+		return b.qm.cleanup()
+	}
+	return nil
+}
+
+// putTokenRequest returns the application properties and the SAS token of
+// a CBS put-token for audience (an amqp:// URI of an entity), signed with
+// keyName/key and valid for two hours, as the Service Bus SDKs send it.
+func putTokenRequest(audience, keyName, key string) (map[string]any, string) {
+	expiry := time.Now().Add(2 * time.Hour)
+	return map[string]any{
+		"operation":  "put-token",
+		"type":       "servicebus.windows.net:sastoken",
+		"name":       audience,
+		"expiration": strconv.FormatInt(expiry.Unix(), 10),
+	}, sas.Sign(audience, keyName, key, expiry)
+}
+
+// putTokenStatus checks the status code of a put-token response.
+func putTokenStatus(audience string, props map[string]any) error {
+	code, _ := props["status-code"].(int32)
+	if code < 200 || code > 299 {
+		return fmt.Errorf("cbs put-token for %s: status %d %v", audience, code, props["status-description"])
+	}
+	return nil
 }
 
 // connInfo is the part of a connection string the drivers need.

@@ -36,7 +36,7 @@ func TestBusbarDrivers(t *testing.T) {
 		t.Skip("starts a broker")
 	}
 	s := busbartest.Start(t)
-	for _, client := range []string{"sdk", "amqp"} {
+	for _, client := range []string{"sdk", "amqp", "raw", "raw-settle-first", "raw-cbs"} {
 		for _, c := range []struct {
 			name string
 			w    Workload
@@ -47,14 +47,28 @@ func TestBusbarDrivers(t *testing.T) {
 			{"sessions", Workload{Producers: 2, Consumers: 3, Inflight: 2, Batch: 5, Keys: 12, PerKey: 5}, false},
 		} {
 			t.Run(client+"/"+c.name, func(t *testing.T) {
+				if client == "raw-settle-first" && c.w.Keyed() {
+					t.Skip("settle-first is refused for sessions (see RawDriver.Prepare)")
+				}
 				cfg := BusbarConfig{ConnectionString: s.ConnectionString(), Create: true,
 					AdminAddr: s.HTTPAddr().String(), ReceiveAndDelete: c.rad, SessionIdle: 300 * time.Millisecond}
 				var d Driver
 				var err error
-				if client == "sdk" {
+				switch client {
+				case "sdk":
 					d, err = NewSDKDriver(cfg)
-				} else {
+				case "amqp":
 					d, err = NewAMQPDriver(cfg)
+				case "raw", "raw-settle-first":
+					cfg.SettleFirst = client == "raw-settle-first"
+					d, err = NewRawDriver(cfg)
+				case "raw-cbs": // SASL ANONYMOUS and a CBS put-token instead of PLAIN
+					var rd *RawDriver
+					rd, err = NewRawDriver(cfg)
+					if rd != nil {
+						rd.noPlain = true
+					}
+					d = rd
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -64,21 +78,131 @@ func TestBusbarDrivers(t *testing.T) {
 						t.Errorf("close (deletes the queue): %v", err)
 					}
 				}()
-				c.w.DrainTimeout = 20 * time.Second
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				r, err := Run(ctx, c.w, d, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				want := c.w.Count
-				if c.w.Keyed() {
-					want = int64(c.w.Keys * c.w.PerKey)
-				}
-				if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want {
-					t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
-				}
+				runVerified(t, c.w, d)
 			})
 		}
+	}
+}
+
+// TestRawClientUnderPressure runs the raw client where its flow control
+// matters: sends of 50 messages, 4 at once, on links of 100 credit (Send
+// calls wait for credit and share it), consumers with 10 credit (renewed
+// every 5 deliveries), and 200 sessions taken by 2 consumers of 3
+// sessions each. Every message must arrive once, in order per session.
+func TestRawClientUnderPressure(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	s := busbartest.Start(t)
+	for _, c := range []struct {
+		name string
+		w    Workload
+	}{
+		{"credit-bound", Workload{Producers: 1, Consumers: 2, Inflight: 4, Batch: 50, Count: 3000, Size: 1024}},
+		{"sessions", Workload{Producers: 2, Consumers: 2, Inflight: 2, Batch: 10, Keys: 200, PerKey: 10, Size: 1024}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := NewRawDriver(BusbarConfig{ConnectionString: s.ConnectionString(), Create: true,
+				AdminAddr: s.HTTPAddr().String(), Prefetch: 10, ConcurrentSessions: 3, SessionIdle: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			runVerified(t, c.w, d)
+		})
+	}
+}
+
+// runVerified runs w against d and fails the test unless every message
+// was sent, and received exactly once (in order per key).
+func runVerified(t *testing.T, w Workload, d Driver) {
+	t.Helper()
+	w.DrainTimeout = 30 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := Run(ctx, w, d, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := w.Count
+	if w.Keyed() {
+		want = int64(w.Keys * w.PerKey)
+	}
+	if v := r.Verdict; !v.OK || v.Sent != want || v.Received != want || v.Duplicates != 0 {
+		t.Fatalf("verdict %+v, want %d sent and received exactly once, in order", v, want)
+	}
+}
+
+// TestRawAcceptNextSessionTimesOut checks the raw client's handling of a
+// session receiver the broker refuses because no session became
+// available in time (an attach without a source, then a detach with
+// com.microsoft:timeout): the consumer tries again, and takes the session
+// once one exists.
+func TestRawAcceptNextSessionTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	defer func(d time.Duration) { rawAcceptTimeout = d }(rawAcceptTimeout)
+	rawAcceptTimeout = 200 * time.Millisecond
+	srv := busbartest.Start(t)
+	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true, AdminAddr: srv.HTTPAddr().String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}
+	if err := d.Prepare(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := d.NewConsumer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	rc := cons.(*rawConsumer)
+	s, err := rc.c.beginSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	deliver := func(b []byte) Delivery {
+		h, err := DecodeHeader(b)
+		if err != nil {
+			t.Errorf("foreign body %x", b)
+			return Delivery{Outcome: Foreign}
+		}
+		got = append(got, h.Seq)
+		return Delivery{Outcome: First, Keyed: true, Key: h.Key, Last: h.Last}
+	}
+	// No session yet: the broker refuses after the timeout, and the
+	// consumer reports no error (it would try again).
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatalf("accept on an empty queue: %v, want nil after the broker's timeout", err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("delivered %v from an empty queue", got)
+	}
+	p, err := d.NewProducer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var msgs []Outgoing
+	for seq := uint32(0); seq < 3; seq++ {
+		b := make([]byte, 64)
+		EncodeHeader(b, Header{ID: uint64(seq), Keyed: true, Key: 7, Seq: seq, Last: seq == 2})
+		msgs = append(msgs, Outgoing{Body: b, Key: "k7"})
+	}
+	if err := p.Send(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	// The same AMQP session attaches again and reads the session in order.
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
+		t.Fatalf("delivered sequence %v, want [0 1 2]", got)
 	}
 }

@@ -24,22 +24,58 @@ func StartCPU(pids []int) *CPUSample {
 	return &CPUSample{pids: pids, start: time.Now(), broker0: treeCPU(pids), self: procCPU("self")}
 }
 
+// CPUUsage is what a CPUSample measured: CPU seconds (utime + stime) of
+// the broker processes and of this process, and the wall time between.
+type CPUUsage struct {
+	// Broker is -1 when no pids were given or /proc is unreadable.
+	Broker, Harness float64
+	Wall            float64
+}
+
 // Stop returns the average number of cores used by the broker processes and
 // by this process since StartCPU (CPU seconds / wall seconds). The broker's
 // figure is -1 when no pids were given or /proc is unreadable.
 func (c *CPUSample) Stop() (broker, harness float64) {
-	wall := time.Since(c.start).Seconds()
-	if wall <= 0 {
-		return -1, 0
-	}
-	harness = (procCPU("self") - c.self) / wall
-	broker = -1
+	u := c.Usage()
+	return u.Cores()
+}
+
+// Usage returns the CPU seconds used since StartCPU.
+func (c *CPUSample) Usage() CPUUsage {
+	u := CPUUsage{Broker: -1, Harness: procCPU("self") - c.self, Wall: time.Since(c.start).Seconds()}
 	if len(c.pids) > 0 {
 		if b := treeCPU(c.pids); b >= 0 && c.broker0 >= 0 {
-			broker = (b - c.broker0) / wall
+			u.Broker = b - c.broker0
 		}
 	}
-	return broker, harness
+	return u
+}
+
+// Cores returns the average cores used (CPU seconds / wall seconds); the
+// broker's is -1 when it was not measured.
+func (u CPUUsage) Cores() (broker, harness float64) {
+	if u.Wall <= 0 {
+		return -1, 0
+	}
+	broker = -1
+	if u.Broker >= 0 {
+		broker = u.Broker / u.Wall
+	}
+	return broker, u.Harness / u.Wall
+}
+
+// PerMessage returns the CPU microseconds per message of the broker and of
+// this process for n messages; the broker's is -1 when not measured, both
+// are -1 when n is 0.
+func (u CPUUsage) PerMessage(n int64) (broker, harness float64) {
+	if n <= 0 {
+		return -1, -1
+	}
+	broker = -1
+	if u.Broker >= 0 {
+		broker = u.Broker * 1e6 / float64(n)
+	}
+	return broker, u.Harness * 1e6 / float64(n)
 }
 
 // procCPU returns the user+system CPU seconds of /proc/<pid>, including

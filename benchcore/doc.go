@@ -12,9 +12,16 @@
 // charged for every message the stall delayed (no coordinated omission). In
 // open-throttle mode the intended time is the moment the send began.
 //
+// Every result carries the CPU time per delivered message of the broker's
+// processes (utime + stime from /proc/<pid>/stat, descendants included) and
+// of the load generator itself (/proc/self), next to msg/s.
+//
 // The package owns only workload generation, measurement and reporting. It
 // knows nothing of a particular broker except through drivers; the drivers
-// for Busbar (the official azservicebus SDK and a lean go-amqp client) live
-// here, the peers' drivers live in the separate bench/ module so the broker's
-// own dependencies stay lean.
+// for Busbar (the official azservicebus SDK, go-amqp, and the bench's own raw
+// AMQP 1.0 client, which costs far less CPU per message than the broker so
+// that a small machine measures the broker) live here, the peers' drivers
+// live in the separate bench/ module so the broker's own dependencies stay
+// lean. It must not import the broker's internals: the raw client uses only
+// the wire codecs amqp/encoding, amqp/frames and amqp/message.
 package benchcore

@@ -45,6 +45,12 @@ type Outgoing struct {
 	Partition int
 }
 
+// A BodyCopier is a Producer that keeps no reference to an Outgoing's
+// Body once Send returns; the engine then reuses the bodies' memory.
+type BodyCopier interface {
+	CopiesBodies() bool
+}
+
 // A Producer sends messages.
 type Producer interface {
 	// Send sends msgs, in order, and returns once the broker acknowledged

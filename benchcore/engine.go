@@ -223,7 +223,7 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	waitTimeout(&cwg, 10*time.Second)
 	close(progressDone)
 	pwg.Wait()
-	brokerCPU, harnessCPU := cpu.Stop()
+	usage := cpu.Usage()
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -232,7 +232,7 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	for i := range hists {
 		all.Merge(&hists[i])
 	}
-	return e.result(&all, brokerCPU, harnessCPU), nil
+	return e.result(&all, usage), nil
 }
 
 // produce runs every sender until the workload is sent or a send fails.
@@ -283,6 +283,14 @@ func (e *engine) sender(ctx context.Context, g, n int, p Producer) error {
 	}
 	batch := make([]Outgoing, 0, w.Batch)
 	hdrs := make([]Header, 0, w.Batch)
+	// A producer that copies bodies gets the same memory for every batch.
+	var slab []byte
+	if bc, ok := p.(BodyCopier); ok && bc.CopiesBodies() {
+		slab = make([]byte, w.Batch*w.Size)
+		for i := 0; i < w.Batch; i++ {
+			copy(slab[i*w.Size+HeaderSize:(i+1)*w.Size], filler[HeaderSize:])
+		}
+	}
 	for ctx.Err() == nil {
 		if w.Duration > 0 && e.since() >= w.Duration {
 			return nil
@@ -320,8 +328,13 @@ func (e *engine) sender(ctx context.Context, g, n int, p Producer) error {
 			if w.Rate > 0 {
 				h.Intended = slotTime(slots+int64(i), w.Rate)
 			}
-			body := make([]byte, w.Size)
-			copy(body[HeaderSize:], filler[HeaderSize:])
+			var body []byte
+			if slab != nil {
+				body = slab[i*w.Size : (i+1)*w.Size : (i+1)*w.Size]
+			} else {
+				body = make([]byte, w.Size)
+				copy(body[HeaderSize:], filler[HeaderSize:])
+			}
 			EncodeHeader(body, *h)
 			o := Outgoing{Body: body}
 			if h.Keyed {

@@ -31,6 +31,12 @@ type Result struct {
 	// wall seconds); BrokerCores is -1 when not measured.
 	BrokerCores  float64 `json:"broker_cores"`
 	HarnessCores float64 `json:"harness_cores"`
+	// BrokerCPUPerMsg and HarnessCPUPerMsg are CPU microseconds (utime +
+	// stime from /proc) per distinct message delivered, over the whole run
+	// (sending, delivering and settling); BrokerCPUPerMsg is -1 when not
+	// measured.
+	BrokerCPUPerMsg  float64 `json:"broker_cpu_us_per_msg"`
+	HarnessCPUPerMsg float64 `json:"harness_cpu_us_per_msg"`
 	// Time is when the run ended.
 	Time time.Time `json:"time"`
 }
@@ -52,13 +58,16 @@ func summarize(h *Histogram) Latency {
 		P99: ms(h.Quantile(0.99)), P999: ms(h.Quantile(0.999)), Max: ms(h.Max())}
 }
 
-func (e *engine) result(h *Histogram, brokerCPU, harnessCPU float64) *Result {
+func (e *engine) result(h *Histogram, cpu CPUUsage) *Result {
 	v := e.ver.Verdict()
+	brokerCPU, harnessCPU := cpu.Cores()
+	brokerUS, harnessUS := cpu.PerMessage(v.Received)
 	sendEnd := time.Duration(e.sendEnd.Load())
 	last := time.Duration(e.lastRecv.Load())
 	r := &Result{Info: e.d.Info(), Workload: e.w, Verdict: v,
 		SendSeconds: sendEnd.Seconds(), Seconds: last.Seconds(),
 		Latency: summarize(h), BrokerCores: round2(brokerCPU), HarnessCores: round2(harnessCPU),
+		BrokerCPUPerMsg: round2(brokerUS), HarnessCPUPerMsg: round2(harnessUS),
 		Time: time.Now().UTC()}
 	if r.SendSeconds > 0 {
 		r.SendRate = math.Round(float64(v.Sent) / r.SendSeconds)
@@ -92,6 +101,7 @@ func (r *Result) WriteText(w io.Writer) {
 		cpu = fmt.Sprintf("broker %.2f, ", r.BrokerCores) + cpu
 	}
 	row("cpu cores", cpu)
+	row("cpu µs/msg", fmt.Sprintf("broker %s, harness %s", fmtUS(r.BrokerCPUPerMsg), fmtUS(r.HarnessCPUPerMsg)))
 	_ = tw.Flush()
 }
 
@@ -151,7 +161,7 @@ func (r *Result) VerdictText() string {
 }
 
 // CellNames names the columns of Cells.
-var CellNames = []string{"msg/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms", "broker cores", "harness cores", "verified"}
+var CellNames = []string{"msg/s", "MB/s", "p50 ms", "p99 ms", "p99.9 ms", "broker cores", "harness cores", "broker µs/msg", "harness µs/msg", "verified"}
 
 // Cells returns r's figures formatted for a table, in CellNames order.
 func (r *Result) Cells() []string {
@@ -165,7 +175,16 @@ func (r *Result) Cells() []string {
 		bc = fmt.Sprintf("%.2f", r.BrokerCores)
 	}
 	return []string{group(int64(r.MsgPerSec)), fmt.Sprintf("%.2f", r.MBPerSec),
-		fmtMS(l.P50), fmtMS(l.P99), fmtMS(l.P999), bc, fmt.Sprintf("%.2f", r.HarnessCores), ok}
+		fmtMS(l.P50), fmtMS(l.P99), fmtMS(l.P999), bc, fmt.Sprintf("%.2f", r.HarnessCores),
+		fmtUS(r.BrokerCPUPerMsg), fmtUS(r.HarnessCPUPerMsg), ok}
+}
+
+// fmtUS prints CPU microseconds per message, "–" when not measured.
+func fmtUS(v float64) string {
+	if v < 0 {
+		return "–"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // fmtMS prints milliseconds with three significant-ish digits.

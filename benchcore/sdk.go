@@ -16,22 +16,15 @@ const SDKClientVersion = "azservicebus v1.11.0"
 // azservicebus: one client (one AMQP connection) per producer and consumer.
 // Keyed workloads use sessions: the session id is the key, and consumers
 // accept the next available session until it is drained.
-type SDKDriver struct {
-	cfg   BusbarConfig
-	ci    connInfo
-	qm    *queueManager
-	queue string
-	keyed bool
-}
+type SDKDriver struct{ busbarBase }
 
 // NewSDKDriver returns a driver for cfg.
 func NewSDKDriver(cfg BusbarConfig) (*SDKDriver, error) {
-	cfg.defaults()
-	ci, err := parseConnectionString(cfg.ConnectionString)
+	b, err := newBusbarBase(cfg, "")
 	if err != nil {
 		return nil, err
 	}
-	return &SDKDriver{cfg: cfg, ci: ci}, nil
+	return &SDKDriver{b}, nil
 }
 
 // Info implements Driver.
@@ -48,23 +41,8 @@ func busbarInfo(cfg BusbarConfig, client string) Info {
 		Durability: "fsync before ack (group commit)", Ordering: "sessions (any consumer takes any session)"}
 }
 
-// Prepare implements Driver.
-func (d *SDKDriver) Prepare(ctx context.Context, w Workload) error {
-	q, err := prepareQueue(ctx, &d.cfg, d.ci, &d.qm, w)
-	d.queue, d.keyed = q, w.Keyed()
-	return err
-}
-
 // Queue returns the queue the driver uses (after Prepare).
 func (d *SDKDriver) Queue() string { return d.queue }
-
-// Close implements Driver: it deletes a queue the driver created.
-func (d *SDKDriver) Close() error {
-	if d.qm != nil {
-		return d.qm.cleanup()
-	}
-	return nil
-}
 
 func (d *SDKDriver) newClient() (*azservicebus.Client, error) {
 	return azservicebus.NewClientFromConnectionString(d.cfg.ConnectionString, nil)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -31,7 +32,8 @@ Examples:
   busbar bench --create --producers 4 --consumers 4 --duration 30s --inflight 8
   busbar bench --create --keys 10000 --per-key 10 --consumers 4    # sessions, FIFO verified
   busbar bench --create --rate 1000 --duration 30s --producers 4 --inflight 16   # fixed load, corrected latency
-  busbar bench --create --client amqp --inflight 32        # lean go-amqp client: the broker's ceiling
+  busbar bench --create --client raw --producers 4 --consumers 4 --inflight 16 --duration 30s   # the bench's own lean client
+  busbar bench --create --client amqp --inflight 32        # go-amqp client
   busbar bench --create --json > result.json
 
 Flags:
@@ -43,6 +45,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		common benchcore.CommonFlags
 		cfg    benchcore.BusbarConfig
 		client string
+		prof   string
 	)
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -57,12 +60,14 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.Create, "create", false, "create the queue for the run with the management API and delete it afterwards")
 	fs.StringVar(&cfg.AdminAddr, "admin", "", "management API host:port for --create (default: the endpoint's host, port 5300)")
 	fs.BoolVar(&cfg.AdminTLS, "admin-tls", false, "speak HTTPS to the management API")
-	fs.StringVar(&client, "client", "sdk", "client: sdk (the official azservicebus SDK) or amqp (a lean go-amqp client)")
+	fs.StringVar(&client, "client", "sdk", "client: sdk (the official azservicebus SDK), amqp (go-amqp) or raw (the bench's own AMQP client: pre-encoded frames, pipelined, range settlement; measures the broker, not the client)")
 	fs.BoolVar(&cfg.ReceiveAndDelete, "receive-and-delete", false, "receive-and-delete instead of peek-lock and complete")
+	fs.BoolVar(&cfg.SettleFirst, "settle-first", false, "raw client, peek-lock: settled dispositions the broker does not answer (default: unsettled, each answered once the complete is applied, as the SDKs do); not with --keys")
 	fs.IntVar(&cfg.Prefetch, "prefetch", 100, "most messages asked for per receive (link credit)")
 	fs.DurationVar(&cfg.SessionIdle, "session-idle", time.Second, "how long a session consumer waits on an empty session before taking the next")
 	fs.IntVar(&cfg.SessionPrefetch, "session-prefetch", 1, "most messages asked for per receive on a session (sdk client; above 1 the SDK may release and reorder)")
 	fs.IntVar(&cfg.ConcurrentSessions, "concurrent-sessions", 8, "sessions each consumer works on at once in keyed runs")
+	fs.StringVar(&prof, "cpuprofile", "", "write a CPU profile of the bench process (the load generator) to this file")
 	fs.StringVar(&cfg.BrokerVersion, "broker-label", "busbar", "broker name and version for reports")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -94,8 +99,10 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		d, err = benchcore.NewSDKDriver(cfg)
 	case "amqp":
 		d, err = benchcore.NewAMQPDriver(cfg)
+	case "raw":
+		d, err = benchcore.NewRawDriver(cfg)
 	default:
-		fmt.Fprintf(stderr, "busbar bench: --client %q: want sdk or amqp\n", client)
+		fmt.Fprintf(stderr, "busbar bench: --client %q: want sdk, amqp or raw\n", client)
 		return exitUsage
 	}
 	if err != nil {
@@ -108,6 +115,19 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}()
 
+	if prof != "" {
+		f, err := os.Create(prof)
+		if err != nil {
+			fmt.Fprintln(stderr, "busbar bench:", err)
+			return exitError
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "busbar bench:", err)
+			return exitError
+		}
+		defer pprof.StopCPUProfile()
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	r, err := common.RunAndReport(ctx, w, d, pids, stdout, stderr)

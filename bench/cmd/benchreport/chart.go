@@ -218,14 +218,14 @@ func text(img *image.RGBA, x, y int, s string, c color.Color) {
 
 // throughputChart plots msg/s of the open-throttle and keyed workloads.
 func throughputChart(es []entry) *chart {
-	return build(es, func(w string) bool { return w == "1p1c" || w == "4p4c" || w == "keyed" },
+	return build(es, func(w string) bool { return w == "w2" || w == "w4" || w == "1p1c" || w == "4p4c" || w == "keyed" },
 		"Throughput, msg/s (distinct messages delivered per second; higher is better)", "msg/s", false,
 		func(e entry) []float64 { return []float64{e.R.MsgPerSec} }, nil)
 }
 
 // latencyChart plots p50, p99 and p99.9 of the fixed-rate workloads on a log scale.
 func latencyChart(es []entry) *chart {
-	return build(es, func(w string) bool { return w == "rate1000" || w == "rate5000" },
+	return build(es, func(w string) bool { return w == "lat5k" || w == "rate1000" || w == "rate5000" },
 		"Send-to-receive latency at a fixed offered rate, ms, log scale (p50 / p99 / p99.9; lower is better)", "ms", true,
 		func(e entry) []float64 { return []float64{e.R.Latency.P50, e.R.Latency.P99, e.R.Latency.P999} },
 		[]string{"p50", "p99", "p99.9"})

@@ -124,3 +124,36 @@ func TestReportFromResults(t *testing.T) {
 		}
 	}
 }
+
+// TestSummarySideBySide checks the side-by-side table of the issue's
+// workloads: one column per series in the fixed order, CPU per message
+// next to msg/s, a dash where a series did not run a workload.
+func TestSummarySideBySide(t *testing.T) {
+	r := func(msgs, broker, harness float64) benchcore.Result {
+		x := result(msgs, 1, 2, 3)
+		x.BrokerCPUPerMsg, x.HarnessCPUPerMsg = broker, harness
+		return x
+	}
+	es := []entry{
+		{"postgres", "w2", r(50000, 23, 9.5)},
+		{"busbar-raw", "w2", r(60000, 20.25, 5)},
+		{"busbar-sdk", "lat5k", r(5000, 30, 40)},
+		{"rabbitmq", "1p1c", r(100, 1, 1)}, // not a summary workload
+	}
+	var out bytes.Buffer
+	writeSummary(&out, es)
+	want := "#### Side by side\n\n| | busbar-raw | busbar-sdk | postgres |\n|---|---:|---:|---:|\n" +
+		"| W2 msg/s | 60,000 | – | 50,000 |\n" +
+		"| W2 broker CPU µs/msg | 20.2 | – | 23.0 |\n" +
+		"| W2 harness CPU µs/msg | 5.0 | – | 9.5 |\n" +
+		"| p99 ms at 5,000 msg/s | – | 2.00 | – |\n" +
+		"| broker CPU µs/msg at 5,000 msg/s | – | 30.0 | – |\n\n"
+	if out.String() != want {
+		t.Fatalf("summary:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	writeSummary(&out, es[3:])
+	if out.Len() != 0 {
+		t.Fatalf("no summary workloads: printed %q", out.String())
+	}
+}

@@ -49,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "benchreport: no results in %s\n", *results)
 		return 1
 	}
+	writeSummary(stdout, es)
 	writeTables(stdout, es)
 	if *charts != "" {
 		if err := os.MkdirAll(*charts, 0o755); err != nil {
@@ -109,8 +110,8 @@ func load(dir string) ([]entry, error) {
 
 // The order run.sh uses; names not listed sort after these.
 var (
-	workloadOrder = []string{"1p1c", "4p4c", "keyed", "rate1000", "rate5000"}
-	seriesOrder   = []string{"busbar-sdk", "busbar-amqp", "rabbitmq", "nats", "nats-sync-always", "postgres"}
+	workloadOrder = []string{"w2", "w4", "lat5k", "1p1c", "4p4c", "keyed", "rate1000", "rate5000"}
+	seriesOrder   = []string{"busbar-raw", "busbar-sdk", "busbar-amqp", "rabbitmq", "nats", "nats-sync-always", "postgres"}
 )
 
 func rank(order []string, s string) int {
@@ -122,6 +123,9 @@ func rank(order []string, s string) int {
 
 // workloadTitle describes a workload name for headings.
 var workloadTitle = map[string]string{
+	"w2":       "W2: 4 producers / 4 consumers, open throttle",
+	"w4":       "W4: sessions × 10 messages, 4 consumers (per-session FIFO verified)",
+	"lat5k":    "latency: fixed 5,000 msg/s, 1 producer / 1 consumer (latency from the intended send time)",
 	"1p1c":     "1 producer / 1 consumer, open throttle",
 	"4p4c":     "4 producers / 4 consumers, open throttle",
 	"keyed":    "ordered keys × 10 messages, 4 producers / 4 consumers (per-key FIFO verified)",
@@ -152,4 +156,72 @@ func writeTables(w io.Writer, es []entry) {
 		cells := append([]string{e.Series, e.R.Broker, e.R.Client, e.R.Durability}, e.R.Cells()...)
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+}
+
+// summaryRows are the lines of the side-by-side table: a workload, a
+// label and the figure of a result.
+type summaryRow struct {
+	workload, label string
+	value           func(*benchcore.Result) string
+}
+
+var summaryRows = []summaryRow{
+	{"w2", "W2 msg/s", msgPerSec},
+	{"w2", "W2 broker CPU µs/msg", brokerUS},
+	{"w2", "W2 harness CPU µs/msg", harnessUS},
+	{"w4", "W4 msg/s", msgPerSec},
+	{"w4", "W4 broker CPU µs/msg", brokerUS},
+	{"w4", "W4 harness CPU µs/msg", harnessUS},
+	{"lat5k", "p99 ms at 5,000 msg/s", func(r *benchcore.Result) string { return cell(r, r.Cells()[3]) }},
+	{"lat5k", "broker CPU µs/msg at 5,000 msg/s", brokerUS},
+}
+
+func cell(r *benchcore.Result, v string) string {
+	if !r.Verdict.OK {
+		return v + " (**failed verification**)"
+	}
+	return v
+}
+
+func msgPerSec(r *benchcore.Result) string { return cell(r, r.Cells()[0]) }
+func brokerUS(r *benchcore.Result) string  { return r.Cells()[7] }
+func harnessUS(r *benchcore.Result) string { return r.Cells()[8] }
+
+// writeSummary prints the workloads side by side: one column per
+// series, msg/s and CPU per message (broker and load generator) for W2 and
+// W4, p99 for the latency workload. It prints nothing when the results
+// hold none of those workloads.
+func writeSummary(w io.Writer, es []entry) {
+	var series []string
+	at := map[string]*benchcore.Result{}
+	for i := range es {
+		e := &es[i]
+		if !slices.ContainsFunc(summaryRows, func(r summaryRow) bool { return r.workload == e.Workload }) {
+			continue
+		}
+		if !slices.Contains(series, e.Series) {
+			series = append(series, e.Series)
+		}
+		at[e.Series+"/"+e.Workload] = &e.R
+	}
+	if len(series) == 0 {
+		return
+	}
+	slices.SortStableFunc(series, func(a, b string) int { return rank(seriesOrder, a) - rank(seriesOrder, b) })
+	fmt.Fprintf(w, "#### Side by side\n\n| | %s |\n|---|%s\n", strings.Join(series, " | "), strings.Repeat("---:|", len(series)))
+	for _, row := range summaryRows {
+		cells := make([]string, len(series))
+		found := false
+		for i, s := range series {
+			cells[i] = "–"
+			if r := at[s+"/"+row.workload]; r != nil {
+				cells[i] = row.value(r)
+				found = true
+			}
+		}
+		if found {
+			fmt.Fprintf(w, "| %s | %s |\n", row.label, strings.Join(cells, " | "))
+		}
+	}
+	fmt.Fprintln(w)
 }

@@ -163,6 +163,7 @@ func (s *Session) onAttach(a *frames.Attach) {
 	l := s.newLink(a, uint32(out))
 	l.attaching = true
 	s.links[a.Handle] = l
+	delete(s.detached, a.Handle)
 	s.outHandles[out] = l
 	overHandles := uint64(out) > uint64(s.peerHandleMax)
 	c.mu.Unlock()
@@ -392,6 +393,10 @@ func (s *Session) onDetach(d *frames.Detach) {
 		return
 	}
 	delete(s.links, d.Handle)
+	if s.detached == nil {
+		s.detached = map[uint32]bool{}
+	}
+	s.detached[d.Handle] = true
 	if s.outHandles[l.outHandle] == l {
 		s.outHandles[l.outHandle] = nil
 	}

@@ -44,6 +44,10 @@ type Session struct {
 
 	peerHandleMax uint32
 	links         map[uint32]*link // by the peer's handle
+	// detached holds the peer's handles whose links the peer detached and
+	// that no new attach has reused yet: a flow the peer sent on one just
+	// after its detach (go-amqp may) is stale, not an error.
+	detached map[uint32]bool
 	outHandles    []*link          // by our handle
 	unsettledOut  map[uint32]outDelivery
 	unsettledIn   map[uint32]inDelivery
@@ -321,6 +325,11 @@ func (s *Session) onFlow(f *frames.Flow) {
 		}
 	} else {
 		l := s.links[*f.Handle]
+		if l == nil && s.detached[*f.Handle] {
+			c.mu.Unlock()
+			c.flushEvents()
+			return
+		}
 		if l == nil {
 			s.failLocked(NewError(CondUnattachedHandle, "flow on handle %d, which is not attached", *f.Handle))
 			c.mu.Unlock()

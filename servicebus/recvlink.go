@@ -339,7 +339,9 @@ func annotationProps(a map[any]any) (map[string]any, error) {
 }
 
 // Detach ends the consumer. Messages it locked stay locked until settled
-// (by the management link) or expired, as in Service Bus.
+// (by the management link) or expired, as in Service Bus. Outcomes the
+// client sent before detaching are applied first: a session is released
+// only after its settlements, so they do not fail for a lost session lock.
 func (l *recvLink) Detach(*amqp.Sender, error) {
 	l.mu.Lock()
 	l.closed = true
@@ -351,6 +353,11 @@ func (l *recvLink) Detach(*amqp.Sender, error) {
 	l.mu.Unlock()
 	l.wakeUp() // the pump sees closed and exits
 	if l.cons != nil {
+		// The outcomes queued before the detach are applied first; only
+		// then is the consumer ended (and its session released), before the
+		// connection's reader takes the next frame, so that a client that
+		// attaches again at once finds the session free.
+		l.settleQ.wait()
 		_ = l.cons.Close()
 	}
 	l.c.h.metrics.LinkDetached(l.path, true)

@@ -1,12 +1,16 @@
 package servicebus_test
 
 import (
+	"fmt"
+
 	"context"
 	"errors"
+	"github.com/busbar-io/busbar/internal/poll"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 
@@ -199,5 +203,65 @@ func TestSessionLockLostDetaches(t *testing.T) {
 	var le *goamqp.LinkError
 	if !errors.As(err, &le) || le.RemoteErr == nil || le.RemoteErr.Condition != "com.microsoft:session-lock-lost" {
 		t.Fatalf("receive after the session lock expired: %v", err)
+	}
+}
+
+// Outcomes a client settles (receiver-settle-mode first) and then detaches
+// at once are applied before the session is released: the messages are
+// gone, not redelivered for a lost session lock.
+func TestSettledOutcomesBeforeDetachAreApplied(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.queue("sq", broker.QueueProperties{RequiresSession: true})
+	ctx := testCtx(t)
+	const n = 60
+	msgs := make([]*azservicebus.Message, n)
+	for i := range msgs {
+		msgs[i] = &azservicebus.Message{SessionID: to.Ptr("s1"), Body: []byte("x")}
+	}
+	mustSend(t, e.client(), "sq", msgs...)
+	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 3; round++ {
+		r, err := sess.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{
+			SettlementMode: goamqp.ReceiverSettleModeFirst.Ptr(),
+			Credit:         n,
+			Filters:        []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x137000000C, "s1")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for got < n/3 {
+			m, err := r.Receive(ctx, nil)
+			if err != nil {
+				t.Fatalf("round %d, after %d messages: %v", round, got, err)
+			}
+			if err := r.AcceptMessage(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			got++
+		}
+		// Release what was prefetched beyond the third; detach at once.
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(n - (round+1)*n/3)
+		poll.UntilNil(t, 10*time.Second, "the accepted messages completed", func() error {
+			qi, err := e.b.GetQueue(ctx, "sq")
+			if err != nil {
+				return err
+			}
+			if qi.Runtime.ActiveMessageCount != want {
+				return fmt.Errorf("%d active, want %d", qi.Runtime.ActiveMessageCount, want)
+			}
+			return nil
+		})
 	}
 }

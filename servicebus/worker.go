@@ -12,6 +12,7 @@ type serial[T any] struct {
 	mu      sync.Mutex
 	items   []T
 	running bool
+	idle    *sync.Cond // broadcast when the goroutine stops; on mu
 }
 
 // push queues an item and starts the goroutine if none is running.
@@ -33,6 +34,9 @@ func (s *serial[T]) loop() {
 		s.mu.Lock()
 		if len(s.items) == 0 {
 			s.running = false
+			if s.idle != nil {
+				s.idle.Broadcast()
+			}
 			s.mu.Unlock()
 			return
 		}
@@ -43,4 +47,16 @@ func (s *serial[T]) loop() {
 		clear(batch)
 		spare = batch
 	}
+}
+
+// wait returns once every item pushed before the call has been run.
+func (s *serial[T]) wait() {
+	s.mu.Lock()
+	if s.idle == nil {
+		s.idle = sync.NewCond(&s.mu)
+	}
+	for s.running || len(s.items) > 0 {
+		s.idle.Wait()
+	}
+	s.mu.Unlock()
 }

@@ -2,9 +2,6 @@ package consistentpg_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
 	"time"
 
@@ -12,46 +9,10 @@ import (
 	"github.com/busbar-io/busbar/consistent"
 	"github.com/busbar-io/busbar/consistent/consistentpg"
 	"github.com/busbar-io/busbar/consistent/consistenttest"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// pool connects to the test PostgreSQL, or skips the test without one
-// (fails, with BUSBAR_REQUIRE_POSTGRES=1).
-func pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-		}
-		t.Skip("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-	}
-	p, err := pgxpool.New(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	return p
-}
-
-// newStore returns a Store on fresh tables, dropped when the test ends.
 func newStore(t testing.TB, o consistentpg.Options) *consistentpg.Store {
-	t.Helper()
-	p := pool(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	o.Table = "consistent_test_" + hex.EncodeToString(b)
-	st, err := consistentpg.New(p, &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.CreateTables(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = p.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{o.Table}.Sanitize()+", "+pgx.Identifier{o.Table + "_outbox"}.Sanitize())
-	})
+	st, _ := consistenttest.PostgresStore(t, o)
 	return st
 }
 

@@ -1,0 +1,46 @@
+package consistent_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/consistent"
+)
+
+// TestRelay: outputs stored in the outbox by a host that died before
+// publishing them, of an input that is never redelivered (here: settled by
+// someone else), are published by the Relay once they are older than its
+// Delay, exactly once.
+func TestRelay(t *testing.T) {
+	e := newEnv(t, onOutbox, false)
+	r := e.runner(tallyHandler(2), func(step consistent.Step, _ int) error {
+		if step == consistent.StepStored {
+			return errCrash
+		}
+		return nil
+	})
+	h := e.host("g1")
+	e.send("g1", "m1")
+	m := h.receive()
+	if err := r.HandleMessage(ctx(t), nil, m); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	h.complete(m) // the input is gone: only the relay can publish now
+	relay, err := consistent.NewRelay(e.client, e.pg, &consistent.RelayOptions{Delay: time.Minute, Clock: e.srv.Clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := relay.Flush(context.Background()); n != 0 || err != nil {
+		t.Fatalf("Flush before Delay published %d, %v", n, err)
+	}
+	e.srv.Advance(time.Minute + time.Second)
+	if n, err := relay.Flush(context.Background()); n != 2 || err != nil {
+		t.Fatalf("Flush published %d, %v; want 2", n, err)
+	}
+	if n, err := relay.Flush(context.Background()); n != 0 || err != nil {
+		t.Fatalf("second Flush published %d, %v", n, err)
+	}
+	e.expect([]string{"m1"}, 2, once)
+}

@@ -115,6 +115,10 @@ AND t.version < LEAST(m.n, GREATEST(m.n - $1::bigint + 1, COALESCE(m.old + 1, 1)
 	return s, nil
 }
 
+// Table returns the name of the versions table (the outbox table is Table()
+// + "_outbox").
+func (s *Store) Table() string { return s.name }
+
 // CreateTables creates the versions and outbox tables if they do not exist.
 func (s *Store) CreateTables(ctx context.Context) error {
 	_, err := s.db.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %[1]s (

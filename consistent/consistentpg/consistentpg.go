@@ -7,8 +7,8 @@
 // in one statement that also removes what the Retention no longer keeps.
 //
 // The same Store is a [consistent.OutboxStore]: a second table holds the
-// outgoing messages of the outbox variant, written in the transaction that
-// adds the version.
+// outgoing messages of the outbox variant, written by the statement that
+// adds the version (so in its transaction).
 //
 // Tables, created by [Store.CreateTables] (default name busbar_consistent):
 //
@@ -33,13 +33,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// DB is what the store needs of a database handle: *pgxpool.Pool and
-// *pgx.Conn have it.
+// DB is what the store needs of a database handle: *pgxpool.Pool,
+// *pgx.Conn and pgx.Tx have it.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // DefaultTable is the versions table a Store uses unless told otherwise.
@@ -67,7 +66,7 @@ type Store struct {
 	retention consistent.Retention
 	clock     clock.Clock
 
-	load, appendV, prune string
+	load, appendV, appendOut, prune string
 }
 
 // New returns a Store on db.
@@ -96,7 +95,7 @@ WHERE id = $1 AND (version = (SELECT max(version) FROM %[1]s WHERE id = $1)
 	// what the retention no longer keeps: below the oldest kept version
 	// (the greatest of $2-$7+1 and one past the newest version stored
 	// before $8), less one for the replay base.
-	s.appendV = fmt.Sprintf(`WITH ins AS (
+	cte := fmt.Sprintf(`WITH ins AS (
 	INSERT INTO %[1]s (id, version, message_id, context, state, stored_at)
 	SELECT $1::text, $2::bigint, $3::text, $4::jsonb, $5::jsonb, $6::timestamptz
 	WHERE COALESCE((SELECT max(version) FROM %[1]s WHERE id = $1::text), 0) = $2::bigint - 1
@@ -105,8 +104,18 @@ WHERE id = $1 AND (version = (SELECT max(version) FROM %[1]s WHERE id = $1)
 	DELETE FROM %[1]s WHERE id = $1::text AND EXISTS (SELECT 1 FROM ins)
 	AND version < LEAST($2::bigint, GREATEST($2::bigint - $7::bigint + 1,
 		COALESCE((SELECT max(version) + 1 FROM %[1]s WHERE id = $1::text AND stored_at < $8::timestamptz), 1))) - 1
+)`, s.table)
+	s.appendV = cte + ` SELECT count(*) FROM ins`
+	// The same, and the outputs into the outbox, in the same statement (so
+	// in one transaction): $9 destinations, $10 messages.
+	s.appendOut = cte + fmt.Sprintf(`, ob AS (
+	INSERT INTO %s (id, input_id, idx, destination, message, stored_at)
+	SELECT $1::text, $3::text, o.idx - 1, o.destination, o.message, $6::timestamptz
+	FROM unnest($9::text[], $10::bytea[]) WITH ORDINALITY AS o(destination, message, idx)
+	WHERE EXISTS (SELECT 1 FROM ins)
+	RETURNING seq, idx
 )
-SELECT count(*) FROM ins`, s.table)
+SELECT (SELECT count(*) FROM ins), COALESCE((SELECT array_agg(seq ORDER BY idx) FROM ob), '{}')`, s.outbox)
 	s.prune = fmt.Sprintf(`WITH m AS (
 	SELECT id, max(version) AS n, max(version) FILTER (WHERE stored_at < $2::timestamptz) AS old FROM %[1]s GROUP BY id
 )
@@ -199,30 +208,29 @@ func (s *Store) Append(ctx context.Context, key consistent.Key, v consistent.Ver
 	return nil
 }
 
-// AppendWithOutbox inserts v and outs in one transaction.
+// AppendWithOutbox inserts v and outs in one statement, so atomically.
 func (s *Store) AppendWithOutbox(ctx context.Context, key consistent.Key, v consistent.Version, outs []consistent.Outgoing) ([]consistent.Outgoing, error) {
-	tx, err := s.db.Begin(ctx)
-	if err != nil {
-		return nil, err
+	dests, msgs := make([]string, len(outs)), make([][]byte, len(outs))
+	for i, o := range outs {
+		dests[i], msgs[i] = o.To, o.Message
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
 	var n int
-	if err := tx.QueryRow(ctx, s.appendV, s.appendArgs(key, v)...).Scan(&n); err != nil {
+	var seqs []int64
+	if err := s.db.QueryRow(ctx, s.appendOut, append(s.appendArgs(key, v), dests, msgs)...).Scan(&n, &seqs); err != nil {
 		return nil, err
 	}
 	if n != 1 {
 		return nil, consistent.ErrConflict
 	}
-	out := make([]consistent.Outgoing, len(outs))
-	ins := fmt.Sprintf(`INSERT INTO %s (id, input_id, idx, destination, message, stored_at) VALUES ($1, $2, $3, $4, $5, $6) RETURNING seq`, s.outbox)
-	for i, o := range outs {
-		o.BusinessID, o.InputID, o.Stored = key.ID, v.MessageID, v.Stored
-		if err := tx.QueryRow(ctx, ins, o.BusinessID, o.InputID, o.Index, o.To, o.Message, o.Stored).Scan(&o.Seq); err != nil {
-			return nil, err
-		}
-		out[i] = o
+	if len(seqs) != len(outs) {
+		return nil, fmt.Errorf("consistentpg: stored %d of %d outputs", len(seqs), len(outs))
 	}
-	return out, tx.Commit(ctx)
+	stored := make([]consistent.Outgoing, len(outs))
+	for i, o := range outs {
+		o.Seq, o.BusinessID, o.InputID, o.Index, o.Stored = seqs[i], key.ID, v.MessageID, i, v.Stored
+		stored[i] = o
+	}
+	return stored, nil
 }
 
 func (s *Store) pending(ctx context.Context, where string, args ...any) ([]consistent.Outgoing, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"syscall"
@@ -38,6 +39,10 @@ func BenchmarkHandle(b *testing.B) {
 	b.Run("consistent/postgres", func(b *testing.B) {
 		store, _ := consistenttest.PostgresStore(b, consistentpg.Options{})
 		benchConsistent(b, false, &consistent.Options{Store: store, IDProperty: "game"})
+	})
+	b.Run("consistent/postgres-sessions", func(b *testing.B) {
+		store, _ := consistenttest.PostgresStore(b, consistentpg.Options{})
+		benchConsistent(b, true, &consistent.Options{Store: store})
 	})
 	b.Run("consistent/outbox", func(b *testing.B) {
 		store, _ := consistenttest.PostgresStore(b, consistentpg.Options{})
@@ -85,8 +90,12 @@ SET state = jsonb_build_object('n', (` + table + `.state->>'n')::int + 1) RETURN
 	})
 }
 
-// benchConsistent runs a consistent.Runner of tallyHandler(1).
+// benchConsistent runs a consistent.Runner of tallyHandler(1), and reports
+// how many lost races (ErrConflict, the input abandoned and handled again)
+// there were per input.
 func benchConsistent(b *testing.B, sessions bool, o *consistent.Options) {
+	var conflicts atomic.Int64
+	defer func() { b.ReportMetric(float64(conflicts.Load())/float64(b.N), "conflicts/msg") }()
 	benchRun(b, sessions, func(client *azservicebus.Client, done func()) (processor.Handler, processor.SessionHandler) {
 		o.Destination = "out"
 		r, err := consistent.New(client, tallyHandler(1), o)
@@ -98,12 +107,16 @@ func benchConsistent(b *testing.B, sessions bool, o *consistent.Options) {
 				err := r.Handle(ctx, m)
 				if err == nil {
 					done()
+				} else if errors.Is(err, consistent.ErrConflict) {
+					conflicts.Add(1)
 				}
 				return err
 			}, func(ctx context.Context, s *processor.Session, m *azservicebus.ReceivedMessage) error {
 				err := r.HandleSession(ctx, s, m)
 				if err == nil {
 					done()
+				} else if errors.Is(err, consistent.ErrConflict) {
+					conflicts.Add(1)
 				}
 				return err
 			}

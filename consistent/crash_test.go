@@ -33,6 +33,7 @@ const (
 	envChildConn  = "BUSBAR_CONSISTENT_CRASH_CONN"
 	envChildDSN   = "BUSBAR_CONSISTENT_CRASH_DSN"
 	envChildTable = "BUSBAR_CONSISTENT_CRASH_TABLE"
+	envChildMode  = "BUSBAR_CONSISTENT_CRASH_MODE" // "outbox" for the outbox variant
 )
 
 const crashConfig = `{"UserConfig": {"Namespaces": [{"Name": "sbemulatorns",
@@ -63,7 +64,8 @@ func TestCrashHandlerChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := consistent.New(client, tallyHandler(2), &consistent.Options{Store: store, IDProperty: "game", Destination: "out"})
+	r, err := consistent.New(client, tallyHandler(2), &consistent.Options{Store: store, IDProperty: "game", Destination: "out",
+		Outbox: os.Getenv(envChildMode) == string(onOutbox)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +83,32 @@ func TestCrashHandlerChild(t *testing.T) {
 // clean single pass would), and each logical output (two per input) was
 // published with one identity, every copy identical, with no output of a
 // run that did not commit. The destination has no duplicate detection.
-// Default: 1,000 inputs, 8 kills; BUSBAR_LONG=1: 10,000 inputs, 60 kills.
+// The outbox variant goes through the same, and must leave its outbox
+// empty. Default: 1,000 inputs and 8 kills (outbox: 300 and 3);
+// BUSBAR_LONG=1: 10,000 inputs and 60 kills each.
 func TestCrash(t *testing.T) {
 	if os.Getenv(envChild) != "" {
 		t.Skip("running as the child")
 	}
-	inputs, kills, games := 1000, 8, 20
-	if os.Getenv("BUSBAR_LONG") == "1" {
-		inputs, kills = 10000, 60
-	}
+	long := os.Getenv("BUSBAR_LONG") == "1"
+	t.Run(string(onPostgres), func(t *testing.T) {
+		if long {
+			crashTest(t, onPostgres, 10000, 60)
+		} else {
+			crashTest(t, onPostgres, 1000, 8)
+		}
+	})
+	t.Run(string(onOutbox), func(t *testing.T) {
+		if long {
+			crashTest(t, onOutbox, 10000, 60)
+		} else {
+			crashTest(t, onOutbox, 300, 3)
+		}
+	})
+}
+
+func crashTest(t *testing.T, m mode, inputs, kills int) {
+	const games = 20
 	store, pool := consistenttest.PostgresStore(t, consistentpg.Options{Retention: crashRetention})
 	table := pgx.Identifier{store.Table()}.Sanitize()
 	tmp := t.TempDir()
@@ -124,7 +143,7 @@ func TestCrash(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	env := append(os.Environ(), envChild+"=1", envChildConn+"="+srv.ConnectionString(),
-		envChildDSN+"="+consistenttest.PostgresDSN(t), envChildTable+"="+store.Table())
+		envChildDSN+"="+consistenttest.PostgresDSN(t), envChildTable+"="+store.Table(), envChildMode+"="+string(m))
 	for k := 0; k <= kills; k++ {
 		child := exec.Command(os.Args[0], "-test.run=^TestCrashHandlerChild$", "-test.count=1")
 		child.Env = env
@@ -157,6 +176,10 @@ func TestCrash(t *testing.T) {
 		_ = child.Wait()
 	}
 	verifyCrash(t, pool, table, client, inputs, games)
+	var left int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+pgx.Identifier{store.Table() + "_outbox"}.Sanitize()).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d outputs left in the outbox (%v)", left, err)
+	}
 }
 
 // sendInputs sends inputs "m1".."mN", round robin over games.

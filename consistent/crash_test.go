@@ -84,7 +84,7 @@ func TestCrashHandlerChild(t *testing.T) {
 // published with one identity, every copy identical, with no output of a
 // run that did not commit. The destination has no duplicate detection.
 // The outbox variant goes through the same, and must leave its outbox
-// empty. Default: 1,000 inputs and 8 kills (outbox: 300 and 3);
+// empty. Default: 600 inputs and 6 kills (outbox: 200 and 2);
 // BUSBAR_LONG=1: 10,000 inputs and 60 kills each.
 func TestCrash(t *testing.T) {
 	if os.Getenv(envChild) != "" {
@@ -95,14 +95,14 @@ func TestCrash(t *testing.T) {
 		if long {
 			crashTest(t, onPostgres, 10000, 60)
 		} else {
-			crashTest(t, onPostgres, 1000, 8)
+			crashTest(t, onPostgres, 600, 6)
 		}
 	})
 	t.Run(string(onOutbox), func(t *testing.T) {
 		if long {
 			crashTest(t, onOutbox, 10000, 60)
 		} else {
-			crashTest(t, onOutbox, 300, 3)
+			crashTest(t, onOutbox, 200, 2)
 		}
 	})
 }

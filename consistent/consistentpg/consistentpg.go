@@ -52,8 +52,8 @@ type Options struct {
 	// Retention says which versions are kept (consistent.DefaultRetention
 	// for zero fields).
 	Retention consistent.Retention
-	// Clock is the time Prune measures MaxAge against (default
-	// clock.Real()).
+	// Clock is the time Prune measures MaxAge against and PruneEvery waits
+	// on (default clock.Real()).
 	Clock clock.Clock
 }
 
@@ -272,6 +272,28 @@ func (s *Store) Prune(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+// PruneEvery calls Prune every interval (on the Options' Clock) until ctx
+// is cancelled, then returns ctx.Err(). A failed Prune goes to onError (if
+// set) and is tried again at the next interval.
+func (s *Store) PruneEvery(ctx context.Context, interval time.Duration, onError func(error)) error {
+	if interval <= 0 {
+		return errors.New("consistentpg: PruneEvery needs a positive interval")
+	}
+	for {
+		wake := make(chan struct{})
+		t := s.clock.AfterFunc(interval, func() { close(wake) })
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-wake:
+		}
+		if _, err := s.Prune(ctx); err != nil && ctx.Err() == nil && onError != nil {
+			onError(err)
+		}
+	}
 }
 
 var _ consistent.OutboxStore = (*Store)(nil)

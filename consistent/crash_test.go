@@ -92,6 +92,7 @@ func TestCrash(t *testing.T) {
 	}
 	long := os.Getenv("BUSBAR_LONG") == "1"
 	t.Run(string(onPostgres), func(t *testing.T) {
+		t.Parallel()
 		if long {
 			crashTest(t, onPostgres, 10000, 60)
 		} else {
@@ -99,6 +100,7 @@ func TestCrash(t *testing.T) {
 		}
 	})
 	t.Run(string(onOutbox), func(t *testing.T) {
+		t.Parallel()
 		if long {
 			crashTest(t, onOutbox, 10000, 60)
 		} else {

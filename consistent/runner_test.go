@@ -90,6 +90,7 @@ func TestFaultInjection(t *testing.T) {
 		for _, f := range faults {
 			for _, dedup := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/dedup=%v", m, f.name, dedup), func(t *testing.T) {
+					t.Parallel()
 					e := newEnv(t, m, dedup)
 					armed := false
 					fired := 0

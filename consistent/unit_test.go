@@ -2,6 +2,7 @@ package consistent_test
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"regexp"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/consistent"
+	"github.com/busbar-io/busbar/processor"
 )
 
 // TestMessageEncoding: the outbox keeps every field a sender sets and the
@@ -84,4 +86,38 @@ func TestNewValidatesOptions(t *testing.T) {
 	if _, err := consistent.NewRelay(nil, nil, nil); err == nil {
 		t.Error("NewRelay without a store: no error")
 	}
+}
+
+// TestBusinessID: the business id comes from Options.BusinessID when set;
+// an input without one is dead-lettered (a permanent error), not retried.
+func TestBusinessID(t *testing.T) {
+	e := newEnv(t, onPostgres, false)
+	o := &consistent.Options{Store: e.store, Destination: "out", Clock: e.srv.Clock(),
+		BusinessID: func(m *azservicebus.ReceivedMessage) (string, error) {
+			g, _ := m.ApplicationProperties["game"].(string)
+			if g == "" {
+				return "", errors.New("no game")
+			}
+			return "range/" + g, nil
+		}}
+	r, err := consistent.New(e.client, tallyHandler(1), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	h := e.host("g1")
+	e.send("g1", "m1")
+	if err := h.handle(r); err != nil {
+		t.Fatal(err)
+	}
+	ld, err := e.store.Load(context.Background(), consistent.Key{ID: "range/g1"}, "m1")
+	if err != nil || ld.Match == nil || ld.Latest.Number != 1 {
+		t.Fatalf("stream range/g1: %+v, %v", ld, err)
+	}
+	e.send("", "m2")
+	m := h.receive()
+	if err := r.HandleMessage(context.Background(), nil, m); !processor.IsPermanent(err) {
+		t.Fatalf("an input without a business id: %v, want a permanent error", err)
+	}
+	e.expect([]string{"m1"}, 1, once)
 }

@@ -90,23 +90,18 @@ func TestCrash(t *testing.T) {
 	if os.Getenv(envChild) != "" {
 		t.Skip("running as the child")
 	}
-	long := os.Getenv("BUSBAR_LONG") == "1"
-	t.Run(string(onPostgres), func(t *testing.T) {
-		t.Parallel()
-		if long {
-			crashTest(t, onPostgres, 10000, 60)
-		} else {
-			crashTest(t, onPostgres, 600, 6)
+	for _, c := range []struct {
+		m             mode
+		inputs, kills int
+	}{{onPostgres, 600, 6}, {onOutbox, 200, 2}} {
+		if os.Getenv("BUSBAR_LONG") == "1" {
+			c.inputs, c.kills = 10000, 60
 		}
-	})
-	t.Run(string(onOutbox), func(t *testing.T) {
-		t.Parallel()
-		if long {
-			crashTest(t, onOutbox, 10000, 60)
-		} else {
-			crashTest(t, onOutbox, 200, 2)
-		}
-	})
+		t.Run(string(c.m), func(t *testing.T) {
+			t.Parallel()
+			crashTest(t, c.m, c.inputs, c.kills)
+		})
+	}
 }
 
 func crashTest(t *testing.T, m mode, inputs, kills int) {

@@ -15,20 +15,7 @@ import (
 // someone else), are published by the Relay once they are older than its
 // Delay, exactly once.
 func TestRelay(t *testing.T) {
-	e := newEnv(t, onOutbox, false)
-	r := e.runner(tallyHandler(2), func(step consistent.Step, _ int) error {
-		if step == consistent.StepStored {
-			return errCrash
-		}
-		return nil
-	})
-	h := e.host("g1")
-	e.send("g1", "m1")
-	m := h.receive()
-	if err := r.HandleMessage(ctx(t), nil, m); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	h.complete(m) // the input is gone: only the relay can publish now
+	e := strandOutputs(t)
 	relay, err := consistent.NewRelay(e.client, e.pg, &consistent.RelayOptions{Delay: time.Minute, Clock: e.srv.Clock()})
 	if err != nil {
 		t.Fatal(err)
@@ -48,20 +35,7 @@ func TestRelay(t *testing.T) {
 
 // TestRelayRun: Run flushes every Interval on its clock until cancelled.
 func TestRelayRun(t *testing.T) {
-	e := newEnv(t, onOutbox, false)
-	r := e.runner(tallyHandler(2), func(step consistent.Step, _ int) error {
-		if step == consistent.StepStored {
-			return errCrash
-		}
-		return nil
-	})
-	h := e.host("g1")
-	e.send("g1", "m1")
-	m := h.receive()
-	if err := r.HandleMessage(ctx(t), nil, m); !errors.Is(err, errCrash) {
-		t.Fatal(err)
-	}
-	h.complete(m)
+	e := strandOutputs(t)
 	relay, err := consistent.NewRelay(e.client, e.pg, &consistent.RelayOptions{Delay: time.Minute, Interval: 2 * time.Minute, Clock: e.srv.Clock()})
 	if err != nil {
 		t.Fatal(err)
@@ -83,4 +57,25 @@ func TestRelayRun(t *testing.T) {
 		t.Fatalf("Run returned %v", err)
 	}
 	e.expect([]string{"m1"}, 2, once)
+}
+
+// strandOutputs leaves the two outputs of input m1 in the outbox of an
+// outbox env: its host stopped after storing them, and the input was then
+// completed by someone else, so only a relay can publish them.
+func strandOutputs(t *testing.T) *env {
+	e := newEnv(t, onOutbox, false)
+	r := e.runner(tallyHandler(2), func(step consistent.Step, _ int) error {
+		if step == consistent.StepStored {
+			return errCrash
+		}
+		return nil
+	})
+	h := e.host("g1")
+	e.send("g1", "m1")
+	m := h.receive()
+	if err := r.HandleMessage(ctx(t), nil, m); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	h.complete(m)
+	return e
 }

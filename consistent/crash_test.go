@@ -78,7 +78,7 @@ func TestCrashHandlerChild(t *testing.T) {
 
 // TestCrash runs the handler in a child process against a real `busbar
 // serve` and PostgreSQL, SIGKILLs it many times while it works through
-// thousands of inputs, and then accounts for every input: each is in its
+// its inputs, and then accounts for every input: each is in its
 // game's stream exactly once, each game's state counts its inputs (as a
 // clean single pass would), and each logical output (two per input) was
 // published with one identity, every copy identical, with no output of a

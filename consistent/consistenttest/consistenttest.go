@@ -1,6 +1,8 @@
 // Package consistenttest is the one test suite every consistent.Store
 // passes: loading, duplicate lookup, optimistic concurrency, independent
-// streams and retention by count and by age. A store's tests call Run with
+// streams and retention by count and by age; and, for a
+// consistent.OutboxStore, the outbox: outputs stored atomically with their
+// version, read back in order, removed once sent. A store's tests call Run with
 // a factory.
 //
 // It owns the suite only; it starts no broker and no database (the factory
@@ -44,7 +46,8 @@ func version(n int64, mid string, at time.Time) consistent.Version {
 		Stored:  at}
 }
 
-// Run runs the suite against stores from f.
+// Run runs the suite against stores from f; when they are
+// consistent.OutboxStores, the outbox too.
 func Run(t *testing.T, f Factory) {
 	t.Run("Empty", func(t *testing.T) {
 		h := f(t, consistent.Retention{})
@@ -167,6 +170,65 @@ func Run(t *testing.T, f Factory) {
 		check(t, load(t, h, "a", "m5"), v7, nil, nil)
 		check(t, load(t, h, "a", "m6"), v7, &v[6], nil)
 		check(t, load(t, h, "a", "m7"), v7, &v7, &v[6])
+	})
+	outboxSuite(t, f)
+}
+
+// outboxSuite runs when the store is a consistent.OutboxStore.
+func outboxSuite(t *testing.T, f Factory) {
+	t.Run("Outbox", func(t *testing.T) {
+		h := f(t, consistent.Retention{})
+		ob, ok := h.Store.(consistent.OutboxStore)
+		if !ok {
+			t.Skip("not an OutboxStore")
+		}
+		c := context.Background()
+		outs := func(input string, n int) []consistent.Outgoing {
+			var o []consistent.Outgoing
+			for i := range n {
+				o = append(o, consistent.Outgoing{Index: i, To: fmt.Sprintf("dest%d", i), Message: []byte(fmt.Sprintf(`{"i":%d,"in":%q}`, i, input))})
+			}
+			return o
+		}
+		stored, err := ob.AppendWithOutbox(c, h.Key("a"), version(1, "m1", epoch), outs("m1", 3))
+		if err != nil || len(stored) != 3 {
+			t.Fatalf("AppendWithOutbox: %d, %v", len(stored), err)
+		}
+		// A conflicting append stores neither the version nor its outputs.
+		if _, err := ob.AppendWithOutbox(c, h.Key("a"), version(1, "m2", epoch), outs("m2", 2)); !errors.Is(err, consistent.ErrConflict) {
+			t.Fatalf("stale AppendWithOutbox: %v, want ErrConflict", err)
+		}
+		if p, err := ob.Pending(c, h.Key("a"), "m2"); err != nil || len(p) != 0 {
+			t.Fatalf("outputs of a conflicting append: %+v, %v", p, err)
+		}
+		if _, err := ob.AppendWithOutbox(c, h.Key("b"), version(1, "m1", epoch.Add(time.Hour)), outs("m1", 1)); err != nil {
+			t.Fatal(err)
+		}
+		p, err := ob.Pending(c, h.Key("a"), "m1")
+		if err != nil || len(p) != 3 {
+			t.Fatalf("Pending: %+v, %v", p, err)
+		}
+		for i, o := range p {
+			if o.Seq != stored[i].Seq || o.BusinessID != "a" || o.InputID != "m1" || o.Index != i || o.To != fmt.Sprintf("dest%d", i) ||
+				string(o.Message) != fmt.Sprintf(`{"i":%d,"in":"m1"}`, i) || !o.Stored.Equal(epoch) {
+				t.Fatalf("Pending[%d] = %+v (stored as %+v)", i, o, stored[i])
+			}
+		}
+		if before, err := ob.PendingBefore(c, epoch.Add(time.Minute), 10); err != nil || len(before) != 3 || before[0].InputID != "m1" || before[0].BusinessID != "a" {
+			t.Fatalf("PendingBefore: %+v, %v", before, err)
+		}
+		if all, err := ob.PendingBefore(c, epoch.Add(2*time.Hour), 2); err != nil || len(all) != 2 {
+			t.Fatalf("PendingBefore with a limit of 2: %+v, %v", all, err)
+		}
+		if err := ob.Sent(c, h.Key("a"), []int64{p[0].Seq, p[2].Seq}); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := ob.Pending(c, h.Key("a"), "m1"); err != nil || len(p) != 1 || p[0].Index != 1 {
+			t.Fatalf("Pending after Sent: %+v, %v", p, err)
+		}
+		if all, err := ob.PendingBefore(c, epoch.Add(2*time.Hour), 10); err != nil || len(all) != 2 {
+			t.Fatalf("PendingBefore after Sent: %+v, %v", all, err)
+		}
 	})
 }
 

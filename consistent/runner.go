@@ -55,19 +55,19 @@ type Options struct {
 	// Logger logs duplicates and conflicts (default: discarded).
 	Logger *slog.Logger
 
-	fault func(step Step, index int) error // tests only (export_test.go)
+	fault func(s step, index int) error // fault injection, for tests only (export_test.go)
 }
 
-// Step names the points between the stages of handling one input, for
-// fault-injection tests.
-type Step int
+// step names the points between the stages of handling one input, where
+// tests inject faults.
+type step int
 
 // The steps of handling an input.
 const (
-	StepLoaded    Step = iota // the stream is loaded; nothing stored or sent
-	StepStored                // the new version is stored (or the input found to be a duplicate)
-	StepPublished             // output index is published; the next ones are not
-	StepDone                  // every output is published; the input is about to be completed
+	stepLoaded    step = iota // the stream is loaded; nothing stored or sent
+	stepStored                // the new version is stored (or the input found to be a duplicate)
+	stepPublished             // output index is published; the next ones are not
+	stepDone                  // every output is published; the input is about to be completed
 )
 
 // ErrNoBusinessID is returned (wrapped with processor.Permanent) for an input
@@ -84,7 +84,7 @@ type Runner[S any] struct {
 	route   func(*azservicebus.Message) (string, error)
 	clock   clock.Clock
 	log     *slog.Logger
-	fault   func(Step, int) error
+	fault   func(step, int) error
 	senders senders
 }
 
@@ -123,7 +123,7 @@ func New[S any](client *azservicebus.Client, h Handler[S], o *Options) (*Runner[
 		r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if r.fault == nil {
-		r.fault = func(Step, int) error { return nil }
+		r.fault = func(step, int) error { return nil }
 	}
 	return r, nil
 }
@@ -171,7 +171,7 @@ func (r *Runner[S]) HandleMessage(ctx context.Context, s Session, m *azservicebu
 	if err != nil {
 		return fmt.Errorf("consistent: load %q: %w", id, err)
 	}
-	if err := r.fault(StepLoaded, 0); err != nil {
+	if err := r.fault(stepLoaded, 0); err != nil {
 		return err
 	}
 	if ld.Match != nil && r.outbox != nil {
@@ -247,7 +247,7 @@ func (r *Runner[S]) HandleMessage(ctx context.Context, s Session, m *azservicebu
 			return fmt.Errorf("consistent: store version %d of %q: %w", v.Number, id, err)
 		}
 	}
-	if err := r.fault(StepStored, 0); err != nil {
+	if err := r.fault(stepStored, 0); err != nil {
 		return err
 	}
 	return r.publish(ctx, key, outs)
@@ -260,7 +260,7 @@ func (r *Runner[S]) publish(ctx context.Context, key Key, outs []Outgoing) error
 		if err := r.senders.send(ctx, o.To, o.msg); err != nil {
 			return fmt.Errorf("consistent: publish output %d of %q to %s: %w", i, o.InputID, o.To, err)
 		}
-		if err := r.fault(StepPublished, i); err != nil {
+		if err := r.fault(stepPublished, i); err != nil {
 			return err
 		}
 	}
@@ -273,7 +273,7 @@ func (r *Runner[S]) publish(ctx context.Context, key Key, outs []Outgoing) error
 			return fmt.Errorf("consistent: clear the outbox of %q: %w", key.ID, err)
 		}
 	}
-	return r.fault(StepDone, 0)
+	return r.fault(stepDone, 0)
 }
 
 // flushOutbox publishes what the outbox still holds for a duplicate input.
@@ -287,7 +287,7 @@ func (r *Runner[S]) flushOutbox(ctx context.Context, key Key, inputID string) er
 			return processor.Permanent(err)
 		}
 	}
-	if err := r.fault(StepStored, 0); err != nil {
+	if err := r.fault(stepStored, 0); err != nil {
 		return err
 	}
 	return r.publish(ctx, key, outs)

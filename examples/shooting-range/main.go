@@ -48,6 +48,7 @@ type config struct {
 	maxAttempts int
 	resendEvery int
 	wait        time.Duration
+	onError     func(error) // sees the processor's errors (retried inputs)
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	fs.IntVar(&cfg.resendEvery, "resend-every", 4, "send every n-th shot twice (0: never)")
 	fs.DurationVar(&cfg.wait, "wait", time.Minute, "how long to wait for every result")
 	_ = fs.Parse(os.Args[1:])
+	cfg.onError = func(err error) { fmt.Fprintln(os.Stderr, "shooting-range: retrying:", err) }
 	if cfg.connStr == "" || cfg.postgres == "" {
 		fmt.Fprintln(os.Stderr, "shooting-range: --connection-string and --postgres are required (or run examples/shooting-range/run.sh)")
 		os.Exit(2)
@@ -101,7 +103,7 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 		return err
 	}
 	defer runner.Close(context.Background())
-	p, err := processor.New(client, processor.Queue("fire-at"), runner.Handle, &processor.Options{MaxConcurrentCalls: 4})
+	p, err := processor.New(client, processor.Queue("fire-at"), runner.Handle, &processor.Options{MaxConcurrentCalls: 4, OnError: cfg.onError})
 	if err != nil {
 		return err
 	}

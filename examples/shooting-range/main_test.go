@@ -31,7 +31,8 @@ func TestShootingRange(t *testing.T) {
 		}
 	})
 	var out bytes.Buffer
-	cfg := config{connStr: srv.ConnectionString(), postgres: dsn, table: table, games: 3, shots: 12, maxAttempts: 5, resendEvery: 3, wait: time.Minute}
+	cfg := config{connStr: srv.ConnectionString(), postgres: dsn, table: table, games: 3, shots: 12, maxAttempts: 5, resendEvery: 3, wait: 3 * time.Minute,
+		onError: func(err error) { t.Log(err) }}
 	if err := run(context.Background(), cfg, &out); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
 	"github.com/busbar-io/busbar/consistent/consistentpg"
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -17,14 +17,7 @@ import (
 // Without one it skips the test, or fails it when BUSBAR_REQUIRE_POSTGRES=1.
 func PostgresDSN(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-		}
-		t.Skip("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-	}
-	return dsn
+	return pgtest.DSN(t)
 }
 
 // PostgresStore returns a consistentpg.Store of the test PostgreSQL on

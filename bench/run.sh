@@ -219,6 +219,21 @@ if want postgres && install_pkgs postgresql; then
 	BROKER_PID=$(head -n 1 "$P/data/postmaster.pid")
 	psql -q -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'CREATE DATABASE bench'
 	run_all postgres "$WORKLOADS" "$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable"
+	PG_PID=$BROKER_PID
+	if want busbar; then
+		# One Busbar node with its store in this PostgreSQL (busbar serve
+		# --store): W2 with the raw client. Its broker CPU is Busbar's alone;
+		# PostgreSQL's own CPU is not in it.
+		log "busbar on the postgres store: starting"
+		"$BIN/busbar" serve --data "$WORK/busbar-pg" --store "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable&busbar_table=busbar_kv" \
+			--amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP" --log-level warn >"$WORK/busbar-pg.out" 2>"$WORK/busbar-pg.err" &
+		BROKER_PID=$!
+		wait_for grep -q 'Endpoint=' "$WORK/busbar-pg.out"
+		CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pg.out" | head -n 1)
+		run_all busbar-pgstore-raw "$(echo " $WORKLOADS " | grep -o ' w2 ' || true)" "$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar on postgres" --client raw
+		kill -TERM "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true
+		BROKER_PID=$PG_PID
+	fi
 	stop_broker # SIGTERM to the postmaster: a smart shutdown once the bench has disconnected
 	rm -rf "$P"
 	EXTRA_STOP=""

@@ -123,7 +123,7 @@ func (in *inbox) collect(t testing.TB, c *azservicebus.Client, queue string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			msgs, err := r.ReceiveMessages(ctx, 100, nil)
+			msgs, err := r.ReceiveMessages(ctx, 100, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: 2 * time.Millisecond})
 			if err != nil && !errors.Is(err, context.Canceled) {
 				t.Logf("receiving from %s: %v", queue, err)
 			}

@@ -73,7 +73,7 @@ func (s *Scheduler) slot(ctx context.Context) {
 func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) {
 	defer closeReceiver(r)
 	rctx, cancel := context.WithTimeout(ctx, receiveTimeout)
-	msgs, err := r.ReceiveMessages(rctx, 32, nil)
+	msgs, err := r.ReceiveMessages(rctx, 32, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: 2 * time.Millisecond})
 	cancel()
 	if err != nil && len(msgs) == 0 {
 		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {

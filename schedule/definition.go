@@ -198,6 +198,7 @@ type Info struct {
 	Paused     bool        `json:"paused"`
 	Finished   bool        `json:"finished"`
 	Next       time.Time   `json:"next,omitzero"` // the next nominal firing; zero when paused or finished
+	NextDue    time.Time   `json:"nextDue,omitzero"` // when its wake-up is due: Next plus the jitter
 	LastFired  time.Time   `json:"lastFired,omitzero"`
 	Firings    int         `json:"firings"`        // scheduled firings sent
 	Triggered  int         `json:"triggered"`      // firings sent by Trigger
@@ -209,6 +210,14 @@ type Info struct {
 
 func (st *state) info() Info {
 	return Info{Definition: st.Def, Generation: st.Generation, Created: st.Created, Updated: st.Updated,
-		Paused: st.Paused, Finished: st.Finished, Next: st.Next, LastFired: st.LastFired, Firings: st.Firings,
+		Paused: st.Paused, Finished: st.Finished, Next: st.Next, NextDue: st.due(), LastFired: st.LastFired, Firings: st.Firings,
 		Triggered: st.Triggered, Missed: st.Missed, Skipped: st.Skipped, Running: st.Running, Queued: st.Queued}
+}
+
+// due returns when the wake-up for st.Next is due.
+func (st *state) due() time.Time {
+	if st.Next.IsZero() {
+		return time.Time{}
+	}
+	return st.Next.Add(jitter(st.Def.Name, st.Next, st.Def.Jitter))
 }

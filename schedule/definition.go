@@ -197,7 +197,7 @@ type Info struct {
 	Updated    time.Time   `json:"updated"`
 	Paused     bool        `json:"paused"`
 	Finished   bool        `json:"finished"`
-	Next       time.Time   `json:"next,omitzero"` // the next nominal firing; zero when paused or finished
+	Next       time.Time   `json:"next,omitzero"`    // the next nominal firing; zero when paused or finished
 	NextDue    time.Time   `json:"nextDue,omitzero"` // when its wake-up is due: Next plus the jitter
 	LastFired  time.Time   `json:"lastFired,omitzero"`
 	Firings    int         `json:"firings"`        // scheduled firings sent

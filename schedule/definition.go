@@ -139,6 +139,16 @@ func (d Definition) validate(created time.Time) (*Times, error) {
 	return t, nil
 }
 
+// Validate checks the definition as Put would.
+func (d Definition) Validate() error {
+	_, err := d.validate(time.Now())
+	return err
+}
+
+// SameDefinition reports whether a and b define the same schedule (Put of
+// b over a would change nothing).
+func SameDefinition(a, b Definition) bool { return a.hash() == b.hash() }
+
 // hash identifies the definition's content: re-registering a definition
 // with the same hash changes nothing.
 func (d Definition) hash() string {

@@ -64,13 +64,15 @@ func (s *Scheduler) slot(ctx context.Context) {
 			}
 			continue
 		}
-		s.serve(ctx, r)
+		if !s.serve(ctx, r) && !realSleep(ctx, time.Second) {
+			return // after a failure, a pause keeps a broken schedule from spinning
+		}
 	}
 }
 
 // serve handles the messages available in one schedule's session, in
-// order, and releases it.
-func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) {
+// order, and releases it; it reports whether all went well.
+func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) bool {
 	defer closeReceiver(r)
 	rctx, cancel := context.WithTimeout(ctx, receiveTimeout)
 	msgs, err := r.ReceiveMessages(rctx, 32, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: 2 * time.Millisecond})
@@ -78,20 +80,21 @@ func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) 
 	if err != nil && len(msgs) == 0 {
 		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			s.report(fmt.Errorf("schedule %s: receiving: %w", r.SessionID(), err))
+			return false
 		}
-		return
+		return true
 	}
 	hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), handleTimeout)
 	defer hcancel()
 	raw, err := r.GetSessionState(hctx, nil)
 	if err != nil {
 		s.report(fmt.Errorf("schedule %s: reading its state: %w", r.SessionID(), err))
-		return
+		return false
 	}
 	st, err := decodeState(raw)
 	if err != nil {
 		s.report(fmt.Errorf("schedule %s: %w", r.SessionID(), err))
-		return
+		return false
 	}
 	for _, m := range msgs {
 		h := handling{s: s, st: st, name: r.SessionID()}
@@ -99,17 +102,17 @@ func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) 
 			// The session is released with the message unsettled: it comes
 			// back, to this host or another, and is handled again.
 			s.report(err)
-			return
+			return false
 		}
 		if h.save {
 			if err := saveState(hctx, r, h.st); err != nil {
 				s.report(err)
-				return
+				return false
 			}
 		}
 		if err := r.CompleteMessage(hctx, m, nil); err != nil {
 			s.report(fmt.Errorf("schedule %s: completing %s: %w", h.name, m.MessageID, err))
-			return
+			return false
 		}
 		st = h.st
 		if s.onEvent != nil {
@@ -118,6 +121,7 @@ func (s *Scheduler) serve(ctx context.Context, r *azservicebus.SessionReceiver) 
 			}
 		}
 	}
+	return true
 }
 
 func (s *Scheduler) report(err error) {

@@ -138,20 +138,20 @@ func run(lib nextFunc, c evalCase) string {
 func TestLibraries(t *testing.T) {
 	var report strings.Builder
 	for _, lib := range libraries {
-		wrong := 0
+		misses := 0
 		for _, c := range cases {
 			got := run(lib.next, c)
 			verdict := "ok"
 			if got != c.want {
 				verdict = "wrong"
-				wrong++
+				misses++
 			}
 			fmt.Fprintf(&report, "%-16s %-5s %-48s got %s\n", lib.name, verdict, c.name, got)
 			if was := slices.Contains(wrong[lib.name], c.name); was != (verdict == "wrong") {
 				t.Errorf("%s on %q: %s now (got %s); the recorded verdict differs", lib.name, c.name, verdict, got)
 			}
 		}
-		fmt.Fprintf(&report, "%-16s %d of %d cases wrong\n\n", lib.name, wrong, len(cases))
+		fmt.Fprintf(&report, "%-16s %d of %d cases wrong\n\n", lib.name, misses, len(cases))
 	}
 	t.Log("\n" + report.String())
 }

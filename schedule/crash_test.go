@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -35,7 +36,7 @@ const crashConfig = `{"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Qu
 // every schedule reached the target exactly once: no gap, no repeat.
 // BUSBAR_LONG=1 runs the long campaign.
 func TestCrashHosts(t *testing.T) {
-	kills, schedules := 8, 4
+	kills, schedules := 6, 4
 	if os.Getenv("BUSBAR_LONG") != "" {
 		kills, schedules = 150, 8
 	}
@@ -139,14 +140,9 @@ func TestCrashHosts(t *testing.T) {
 		}
 	}
 	// Evidence that kills hit hosts in the middle of a firing: firings sent
-	// only after the killed host's session lock expired.
-	recovered := 0
-	for _, m := range got.all() {
-		if f, ok := schedule.ParseFiring(m); ok && m.EnqueuedTime != nil && m.EnqueuedTime.Sub(f.Nominal) > 3*time.Second {
-			recovered++
-		}
-	}
-	t.Logf("%d hosts killed; %d firings of %d schedules, each exactly once; %d sent more than 3s late (recovered from a killed host)", hosts.killed, total, schedules, recovered)
+	// twice (the target's duplicate detection dropped the second).
+	t.Logf("%d hosts killed; %d firings of %d schedules, each received exactly once; %d of them sent twice by hosts killed half-way",
+		hosts.killed, total, schedules, hosts.resent())
 }
 
 // hostSet runs `busbar schedule run` processes.
@@ -156,6 +152,7 @@ type hostSet struct {
 	connStr string
 	mu      sync.Mutex
 	procs   []*hostProc
+	ended   []*hostProc
 	killed  int
 }
 
@@ -168,7 +165,7 @@ type hostProc struct {
 func (h *hostSet) start() {
 	h.t.Helper()
 	p := &hostProc{done: make(chan struct{})}
-	p.cmd = exec.Command(h.bin, "schedule", "run", "--queue", controlQueue, "--concurrency", "4", "--connection-string", h.connStr)
+	p.cmd = exec.Command(h.bin, "schedule", "run", "--queue", controlQueue, "--concurrency", "4", "--verbose", "--connection-string", h.connStr)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -201,6 +198,7 @@ func (h *hostSet) killOne(rng *rand.Rand) {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 	h.killed++
+	h.ended = append(h.ended, p)
 }
 
 // stopAll stops the hosts gracefully (SIGTERM) and waits for them.
@@ -217,5 +215,34 @@ func (h *hostSet) stopAll() {
 			h.t.Errorf("a host did not stop on SIGTERM:\n%s", p.out.String())
 		}
 	}
+	h.ended = append(h.ended, h.procs...)
 	h.procs = nil
+}
+
+// resent counts the firings the hosts sent more than once (a host died
+// after sending one and before recording it; another sent it again), from
+// their debug logs.
+func (h *hostSet) resent() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sends := map[string]int{}
+	for _, p := range h.ended {
+		for _, line := range strings.Split(p.out.String(), "\n") {
+			if !strings.Contains(line, "sending a firing") {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, "schedule=")
+			sched, rest, _ := strings.Cut(rest, " ")
+			_, rest, _ = strings.Cut(rest, "nominal=")
+			nominal, _, _ := strings.Cut(rest, " ")
+			sends[sched+"@"+nominal]++
+		}
+	}
+	n := 0
+	for _, c := range sends {
+		if c > 1 {
+			n++
+		}
+	}
+	return n
 }

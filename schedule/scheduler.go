@@ -476,6 +476,7 @@ func (s *Scheduler) send(ctx context.Context, d Definition, nominal time.Time, t
 	if err != nil {
 		return err
 	}
+	s.log.Debug("sending a firing", "schedule", d.Name, "nominal", formatNominal(nominal), "trigger", trigger, "target", d.Target)
 	if err := snd.SendMessage(ctx, s.firedMessage(d, nominal, trigger), nil); err != nil {
 		return fmt.Errorf("schedule %s: sending the firing at %s to %s: %w", d.Name, formatNominal(nominal), d.Target, err)
 	}

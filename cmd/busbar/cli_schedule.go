@@ -532,11 +532,11 @@ busbar schedule run --queue schedules --concurrency 64 --metrics-addr 127.0.0.1:
 		fs.StringVar(&queue, "queue", defaultControlQueue, "the session-enabled control queue holding the schedules")
 		fs.IntVar(&concurrency, "concurrency", 16, "schedules handled at once")
 		fs.StringVar(&metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address at /metrics")
-		fs.BoolVar(&verbose, "verbose", false, "log every firing")
+		fs.BoolVar(&verbose, "verbose", false, "log every firing, and every send of one (debug)")
 	}, func(s *dataSession, _ []string) error {
 		level := slog.LevelWarn
 		if verbose {
-			level = slog.LevelInfo
+			level = slog.LevelDebug
 		}
 		log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
 		reg := prometheus.NewRegistry()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/schedule"
 )
 
@@ -64,4 +65,24 @@ func ExampleParseFiring() {
 	f, ok := schedule.ParseFiring(m)
 	fmt.Println(ok, f.Schedule, f.Nominal.Format(time.RFC3339), m.MessageID)
 	// Output: true weekly-report 2026-11-27T11:00:00Z weekly-report@20261127T110000Z
+}
+
+// A worker of fired messages under the overlap policies skip and queue
+// reports each firing done when its work is finished.
+func ExampleScheduler_DoneAfter() {
+	var client *azservicebus.Client // connected to the broker
+	s, err := schedule.New(client, "schedules", nil)
+	if err != nil {
+		return
+	}
+	handler := s.DoneAfter(func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		f, _ := schedule.ParseFiring(m)
+		fmt.Println("running the import due at", f.Nominal)
+		return nil
+	}, nil)
+	p, err := processor.New(client, processor.Queue("imports"), handler, nil)
+	if err != nil {
+		return
+	}
+	_ = p.Run(context.Background())
 }

@@ -3,10 +3,14 @@ package schedule_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/schedule"
 )
 
@@ -313,5 +317,49 @@ func TestPutErrors(t *testing.T) {
 	}
 	if _, err := schedule.New(nil, "q", nil); err == nil {
 		t.Error("New without a client succeeded")
+	}
+}
+
+// TestDoneAfter: a worker wrapped with DoneAfter reports each firing done,
+// so under OverlapQueue a firing held back is sent when the work of the
+// previous one finishes.
+func TestDoneAfter(t *testing.T) {
+	e := newEnv(t, epoch)
+	s, ev := e.host(nil)
+	// Every two minutes, so that the first firing's message stays locked
+	// (5 minutes) while its work runs past the second.
+	d := schedule.Definition{Name: "w", Spec: schedule.Spec{Cron: "0 */2 * * * *"}, Target: "work", Overlap: schedule.OverlapQueue}
+	if err := e.srv.Broker().CreateQueue(bg, "work", broker.QueueProperties{LockDuration: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var handled atomic.Int32
+	p, err := processor.New(e.client, processor.Queue("work"), s.DoneAfter(func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		if handled.Add(1) == 1 {
+			<-release // the first firing's work runs long
+		}
+		return nil
+	}, func(err error) { t.Errorf("reporting done: %v", err) }), &processor.Options{MaxConcurrentCalls: 2, Clock: e.srv.Clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.Run(bg) }()
+	t.Cleanup(func() { _ = p.Close(bg) })
+	e.put(s, d)
+	h1, h2 := epoch.Add(2*time.Minute), epoch.Add(4*time.Minute)
+	e.set(h1)
+	ev.waitTick(t, "w", h1)
+	poll.Until(t, 0, "the first firing's work to start", func() bool { return handled.Load() == 1 })
+	e.set(h2)
+	ev.waitTick(t, "w", h2)
+	if q := ev.of(schedule.EventQueued, "w"); len(q) != 1 || !q[0].Nominal.Equal(h2) {
+		t.Fatalf("queued %v", q)
+	}
+	close(release)
+	poll.Until(t, 0, "the queued firing's work", func() bool { return handled.Load() == 2 })
+	poll.Until(t, 0, "both done reports", func() bool { return len(ev.of(schedule.EventDone, "w")) == 2 })
+	fired := ev.of(schedule.EventFired, "w")
+	if len(fired) != 2 || !fired[1].Nominal.Equal(h2) || fired[1].Trigger != schedule.TriggerQueued {
+		t.Fatalf("fired %+v", fired)
 	}
 }

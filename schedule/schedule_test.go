@@ -1,16 +1,19 @@
 package schedule_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/schedule"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestFiredMessage(t *testing.T) {
 	e := newEnv(t, epoch)
-	s, ev := e.host(nil)
+	reg := prometheus.NewRegistry()
+	s, ev := e.host(&schedule.Options{Registerer: reg})
 	info := e.put(s, schedule.Definition{Name: "report", Spec: schedule.Spec{Every: schedule.Duration(time.Hour)}, Target: jobsQueue,
 		Message: schedule.Message{Subject: "RunReport", Body: []byte(`{"kind":"weekly"}`), Properties: map[string]any{"Tenant": "acme"}}})
 	if want := epoch.Add(time.Hour); !info.Next.Equal(want) {
@@ -44,5 +47,30 @@ func TestFiredMessage(t *testing.T) {
 	}
 	if *msgs[0].CorrelationID == *msgs[1].CorrelationID {
 		t.Error("two firings share a conversation")
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetName() + "=" + l.GetValue() + "}"
+			}
+			switch {
+			case m.GetCounter() != nil:
+				got[key] = fmt.Sprint(m.GetCounter().GetValue())
+			case m.GetHistogram() != nil:
+				got[key] = fmt.Sprint(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for key, want := range map[string]string{"busbar_schedule_firings_total{trigger=schedule}": "2",
+		"busbar_schedule_changes_total{op=put}": "1", "busbar_schedule_lateness_seconds": "2"} {
+		if got[key] != want {
+			t.Errorf("metric %s = %q, want %s (all: %v)", key, got[key], want, got)
+		}
 	}
 }

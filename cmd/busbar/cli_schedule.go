@@ -68,11 +68,11 @@ func scheduleCmd(env *cliEnv, c command, args []string, minArgs, maxArgs int, de
 // specFlags hold the definition flags of create and update.
 type specFlags struct {
 	target, cron, every, unit, on, day, nth, at, zone, start, end, jitter string
-	interval, maxFirings                                                   int
-	subject, contentType, body, sessionID                                  string
-	props                                                                  multiFlag
-	misfire, misfireThreshold, overlap, maxRunTime                         string
-	misfireLimit, queueLimit                                               int
+	interval, maxFirings                                                  int
+	subject, contentType, body, sessionID                                 string
+	props                                                                 multiFlag
+	misfire, misfireThreshold, overlap, maxRunTime                        string
+	misfireLimit, queueLimit                                              int
 }
 
 func (f *specFlags) register(fs *flagSet) {
@@ -314,7 +314,9 @@ busbar schedule create board --target jobs --unit month --nth 2 --on TUE --at 09
 			info, err := sch.Get(s.ctx, pos[0])
 			switch {
 			case err == nil && schedule.SameDefinition(info.Definition, d):
-				return s.out.emit(info, func(w io.Writer) { fmt.Fprintf(w, "schedule %s exists unchanged; next firing %s\n", pos[0], nextText(info)) })
+				return s.out.emit(info, func(w io.Writer) {
+					fmt.Fprintf(w, "schedule %s exists unchanged; next firing %s\n", pos[0], nextText(info))
+				})
 			case err == nil:
 				return fmt.Errorf("schedule %q exists with another definition (use busbar schedule update)", pos[0])
 			case !errors.Is(err, schedule.ErrNotFound):

@@ -363,3 +363,33 @@ func TestDoneAfter(t *testing.T) {
 		t.Fatalf("fired %+v", fired)
 	}
 }
+
+// TestDuplicateWakeUp: a host killed after scheduling the next wake-up and
+// before saving the state leaves two wake-ups for the same firing; the one
+// that comes first fires it and the other is stale.
+func TestDuplicateWakeUp(t *testing.T) {
+	e := newEnv(t, epoch)
+	s, ev := e.host(nil)
+	info := e.put(s, hourly("dup"))
+	snd, err := e.client.NewSender(controlQueue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close(bg)
+	name := "dup"
+	orphan := &azservicebus.Message{SessionID: &name, Body: []byte{}, ApplicationProperties: map[string]any{
+		"ScheduleMessage": "tick", "ScheduleGeneration": info.Generation, "ScheduledFireTime": info.Next.Format(time.RFC3339)}}
+	if _, err := snd.ScheduleMessages(bg, []*azservicebus.Message{orphan}, info.Next, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.set(info.Next)
+	ev.waitTick(t, "dup", info.Next)
+	poll.Until(t, 0, "the second wake-up", func() bool { return len(ev.of(schedule.EventStale, "dup")) == 1 })
+	poll.Until(t, 0, "the firing", func() bool { return len(e.got.firings("dup")) > 0 })
+	if got := e.got.firings("dup"); len(got) != 1 || !got[0].Nominal.Equal(info.Next) {
+		t.Fatalf("firings %+v", got)
+	}
+	if n := len(ev.of(schedule.EventFired, "dup")); n != 1 {
+		t.Fatalf("%d firings sent", n)
+	}
+}

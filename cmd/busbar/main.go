@@ -29,6 +29,7 @@ Messages (through AMQP, with the official Go SDK):
   busbar sessions     list the sessions of an entity
   busbar session      state get|set
   busbar scheduled    list|cancel scheduled messages
+  busbar schedule     create|list|show|update|pause|resume|trigger|delete|run recurring schedules
 
 The broker is found with --connection-string, $BUSBAR_CONNECTION_STRING or a
 profile in ~/.config/busbar/profiles.json (--profile NAME); the management
@@ -74,6 +75,8 @@ func runWithInput(args []string, stdin io.Reader, stdout, stderr io.Writer) int 
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
+	case "schedule":
+		return runScheduleCommand(args[1:], stdin, stdout, stderr)
 	case "bench":
 		// busbar bench is its own piece of work (bench.go).
 		return benchCommand(args[1:], stdout, stderr)

@@ -51,3 +51,6 @@ go test -race -count=1 -timeout 15m "$@" ./...
 
 log "go test (bench/, a separate module)"
 (cd bench && go vet ./... && go test -count=1 ./...)
+
+log "go test (schedule/croneval, a separate module: cron libraries checked on the hard cases)"
+(cd schedule/croneval && go vet ./... && go test -count=1 ./...)

@@ -63,7 +63,7 @@ func TestDeferredAttach(t *testing.T) {
 			t.Fatalf("editing the reply changed the peer's attach: %#v", v)
 		}
 	}
-	if err := snd.CompleteAttach(rec, nil); err != nil {
+	if err := snd.CompleteAttach(rec, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	res := recv(t, attached)
@@ -81,7 +81,7 @@ func TestDeferredAttach(t *testing.T) {
 	if err != nil || string(m.GetData()) != "in session" {
 		t.Fatalf("receive: %v %v", m, err)
 	}
-	if err := snd.CompleteAttach(rec, nil); err == nil {
+	if err := snd.CompleteAttach(rec, nil, nil); err == nil {
 		t.Fatal("completing an attach twice succeeded")
 	}
 
@@ -91,7 +91,7 @@ func TestDeferredAttach(t *testing.T) {
 		attached <- result{r, err}
 	}()
 	snd2 := recv(t, rec.senders)
-	if err := snd2.CompleteAttach(nil, amqp.NewError("com.microsoft:timeout", "no session available")); err != nil {
+	if err := snd2.CompleteAttach(nil, nil, amqp.NewError("com.microsoft:timeout", "no session available")); err != nil {
 		t.Fatal(err)
 	}
 	res = recv(t, attached)
@@ -117,11 +117,13 @@ func TestDeferredAttachPipelinedFlowAndPeerDetach(t *testing.T) {
 	if f := expect[*frames.Flow](c); f.Handle != nil {
 		t.Fatalf("a link flow preceded the deferred attach: %+v", f)
 	}
-	if err := snd.CompleteAttach(rec, nil); err != nil {
+	// The answer edits the reply under the engine's lock.
+	edit := func(r *frames.Attach) { r.Properties = encoding.Fields{"locked": "yes"} }
+	if err := snd.CompleteAttach(rec, edit, nil); err != nil {
 		t.Fatal(err)
 	}
-	if a := expect[*frames.Attach](c); a.Source == nil || a.Source.Address != "a" {
-		t.Fatalf("attach reply %+v", a)
+	if a := expect[*frames.Attach](c); a.Source == nil || a.Source.Address != "a" || a.Properties["locked"] != "yes" {
+		t.Fatalf("attach reply %+v, want the edited properties", a)
 	}
 	waitFor(t, func() bool {
 		for _, e := range rec.logged() {
@@ -143,7 +145,7 @@ func TestDeferredAttachPipelinedFlowAndPeerDetach(t *testing.T) {
 	if d := expect[*frames.Detach](c); !d.Closed {
 		t.Fatalf("detach %+v", d)
 	}
-	if err := snd2.CompleteAttach(rec, nil); !errors.Is(err, amqp.ErrLinkClosed) {
+	if err := snd2.CompleteAttach(rec, nil, nil); !errors.Is(err, amqp.ErrLinkClosed) {
 		t.Fatalf("CompleteAttach after the peer detached: %v", err)
 	}
 }
@@ -158,7 +160,7 @@ type earlyCompleter struct {
 
 func (e earlyCompleter) AttachSender(s *amqp.Sender) (amqp.SenderHandler, error) {
 	done := make(chan error, 1)
-	go func() { done <- s.CompleteAttach(e.recorder, nil) }()
+	go func() { done <- s.CompleteAttach(e.recorder, nil, nil) }()
 	e.results <- <-done
 	return nil, amqp.ErrDeferAttach
 }

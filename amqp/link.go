@@ -40,7 +40,8 @@ func (l *link) Remote() *frames.Attach { return l.remote }
 
 // Reply returns the attach performative that answers the peer's, pre-filled
 // by echoing its source, target and settle modes, with this end's
-// max-message-size. Edit it only during the Handler's attach callback.
+// max-message-size. Edit it only during the Handler's attach callback; a
+// deferred attach edits it through CompleteAttach's edit function.
 func (l *link) Reply() *frames.Attach { return &l.reply }
 
 // Detach detaches (closes) the link with an error, nil for a clean detach.
@@ -192,6 +193,9 @@ func (s *Session) onAttach(a *frames.Attach) {
 		// The application completed the attach from another goroutine
 		// before its callback returned: apply that answer now.
 		sh, rh, err = l.early.sh, l.early.rh, l.early.err
+		if l.early.edit != nil && err == nil {
+			l.early.edit(&l.reply)
+		}
 		l.early = nil
 	}
 	if errors.Is(err, ErrDeferAttach) && !s.torn && !l.detachSent {
@@ -290,18 +294,19 @@ func (l *link) refuseLocked(e *frames.Error) {
 // attachAnswer is the application's answer to a deferred attach, kept when
 // it arrives before the Attach callback has returned ErrDeferAttach.
 type attachAnswer struct {
-	sh  SenderHandler
-	rh  ReceiverHandler
-	err error
+	sh   SenderHandler
+	rh   ReceiverHandler
+	edit func(*frames.Attach)
+	err  error
 }
 
 // completeAttach completes a deferred attach (see ErrDeferAttach).
-func (l *link) completeAttach(sh SenderHandler, rh ReceiverHandler, err error) error {
+func (l *link) completeAttach(sh SenderHandler, rh ReceiverHandler, edit func(*frames.Attach), err error) error {
 	c := l.sess.c
 	c.mu.Lock()
 	if !l.pending && l.attaching && l.early == nil && !l.torn && !l.detachSent {
 		// The callback that will return ErrDeferAttach is still running.
-		l.early = &attachAnswer{sh, rh, err}
+		l.early = &attachAnswer{sh, rh, edit, err}
 		c.mu.Unlock()
 		return nil
 	}
@@ -317,6 +322,9 @@ func (l *link) completeAttach(sh SenderHandler, rh ReceiverHandler, err error) e
 	if errors.Is(err, ErrDeferAttach) {
 		err = NewError(CondInternalError, "attach of link %q deferred twice", l.remote.Name)
 	}
+	if edit != nil && err == nil {
+		edit(&l.reply)
+	}
 	fl, notify := l.finishAttachLocked(sh, rh, err)
 	live := l.attached && !l.torn
 	c.mu.Unlock()
@@ -331,19 +339,19 @@ func (l *link) completeAttach(sh SenderHandler, rh ReceiverHandler, err error) e
 }
 
 // CompleteAttach answers a deferred attach (see ErrDeferAttach): with h to
-// accept the link (edit Reply first), or with an error to refuse it. It
-// returns ErrLinkClosed if the link, its session or its connection ended
+// accept the link, or with an error to refuse it. edit, when not nil and
+// the link is accepted, changes the reply; it runs under the connection's
+// lock, so it must only edit the attach it is given. It returns
+// ErrLinkClosed if the link, its session or its connection ended
 // meanwhile; h's Detach is then called as for any accepted link.
-func (s *Sender) CompleteAttach(h SenderHandler, err error) error {
-	return s.completeAttach(h, nil, err)
+func (s *Sender) CompleteAttach(h SenderHandler, edit func(reply *frames.Attach), err error) error {
+	return s.completeAttach(h, nil, edit, err)
 }
 
-// CompleteAttach answers a deferred attach (see ErrDeferAttach): with h to
-// accept the link (edit Reply first), or with an error to refuse it. It
-// returns ErrLinkClosed if the link, its session or its connection ended
-// meanwhile; h's Detach is then called as for any accepted link.
-func (r *Receiver) CompleteAttach(h ReceiverHandler, err error) error {
-	return r.completeAttach(nil, h, err)
+// CompleteAttach answers a deferred attach (see ErrDeferAttach), as
+// Sender.CompleteAttach does.
+func (r *Receiver) CompleteAttach(h ReceiverHandler, edit func(reply *frames.Attach), err error) error {
+	return r.completeAttach(nil, h, edit, err)
 }
 
 // newLink builds the Sender or Receiver for the peer's attach, with a reply

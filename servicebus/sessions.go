@@ -98,7 +98,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 		l.cons, err = l.c.h.b.AcceptNextSession(ctx, l.path, 0, opts)
 	}
 	if err == nil {
-		l.writeSessionReply(req)
+		l.writeSessionReply(l.s.Reply(), req) // in the attach callback
 		l.start()
 		return l, nil
 	}
@@ -113,15 +113,16 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 	go func() {
 		cons, err := l.c.h.b.AcceptNextSession(ctx, l.path, wait, opts)
 		if err != nil {
-			_ = l.s.CompleteAttach(nil, amqpError(err))
+			_ = l.s.CompleteAttach(nil, nil, amqpError(err))
 			return
 		}
 		l.cons = cons
-		l.writeSessionReply(req)
 		l.start()
-		// On failure (the client gave up) the engine has called Detach,
-		// which released the session.
-		_ = l.s.CompleteAttach(l, nil)
+		// The reply is edited by the engine, under its lock: the link may
+		// be refused meanwhile (the client gave up, or the session lock was
+		// lost). On failure the engine has called Detach, which released
+		// the session.
+		_ = l.s.CompleteAttach(l, func(reply *frames.Attach) { l.writeSessionReply(reply, req) }, nil)
 	}()
 	return nil, amqp.ErrDeferAttach
 }
@@ -129,8 +130,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 // writeSessionReply writes the attach reply of a session receiver: the
 // locked session id as the filter value (described or plain, as the client
 // sent it) and the lock's expiry in .NET ticks.
-func (l *recvLink) writeSessionReply(req sessionRequest) {
-	reply := l.s.Reply()
+func (l *recvLink) writeSessionReply(reply *frames.Attach, req sessionRequest) {
 	src := frames.Source{}
 	if reply.Source != nil {
 		src = *reply.Source

@@ -47,10 +47,10 @@ type Session struct {
 	// detached holds the peer's handles whose links the peer detached and
 	// that no new attach has reused yet: a flow the peer sent on one just
 	// after its detach (go-amqp may) is stale, not an error.
-	detached map[uint32]bool
-	outHandles    []*link          // by our handle
-	unsettledOut  map[uint32]outDelivery
-	unsettledIn   map[uint32]inDelivery
+	detached     map[uint32]bool
+	outHandles   []*link // by our handle
+	unsettledOut map[uint32]outDelivery
+	unsettledIn  map[uint32]inDelivery
 
 	// Scratch performatives and the values their pointer fields point at.
 	flow                     frames.Flow

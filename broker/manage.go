@@ -107,6 +107,13 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			return nil, err
 		}
 		msg := q.stamp(base, m)
+		if m.sub == SubqueueMain {
+			// Receiving a deferred message is a delivery, as on Service
+			// Bus. The count is kept in memory and written with the
+			// message's next rewrite (abandon, defer, lock expiry).
+			m.deliveries++
+			msg.DeliveryCount = m.deliveries
+		}
 		if mode == PeekLock {
 			until := now.UnixNano() + int64(e.props().LockDuration)
 			q.lock(m, nil, until)

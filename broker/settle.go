@@ -315,7 +315,7 @@ func (b *Broker) Complete(ctx context.Context, path string, tokens ...LockToken)
 // Abandon unlocks messages, counting a delivery, after merging props into
 // their application properties. A message that reaches MaxDeliveryCount is
 // dead-lettered (MaxDeliveryCountExceeded); an expired one expires. The
-// AMQP "released" outcome is an Abandon without properties.
+// AMQP "released" outcome is Release, which does not count.
 func (b *Broker) Abandon(ctx context.Context, path string, props map[string]any, tokens ...LockToken) error {
 	if err := checkValues(props); err != nil {
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)

@@ -161,7 +161,7 @@ func (h *handler) checkRequest(r *http.Request, rt route) error {
 	if h.o.Authorizer == nil {
 		return withStatus(http.StatusUnauthorized, "no shared access rules are configured, so no token can be valid")
 	}
-	if err := h.o.Authorizer.Authorize(token, h.o.Now(), strings.Trim(r.URL.Path, "/"), sas.Manage); err != nil {
+	if err := h.o.Authorizer.AuthorizeOnHost(token, h.o.Now(), r.Host, strings.Trim(r.URL.Path, "/"), sas.Manage); err != nil {
 		return err
 	}
 	if !rt.allows(r.Method) {

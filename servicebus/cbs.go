@@ -111,7 +111,11 @@ func (c *conn) putToken(req *request) (int32, string) {
 			return 400, "put-token requires the token as an amqp-value string body."
 		}
 		var err error
-		if cl, err = c.h.validate(token, resource); err != nil {
+		host := ""
+		if o := c.ac.RemoteOpen(); o != nil {
+			host = o.Hostname
+		}
+		if cl, err = c.h.validate(token, host, resource); err != nil {
 			return 401, err.Error()
 		}
 	}
@@ -127,9 +131,9 @@ func (c *conn) putToken(req *request) (int32, string) {
 	return 202, "Accepted"
 }
 
-// validate checks a SAS token for a resource path (the audience's) and
-// returns the rights it grants.
-func (h *Handler) validate(token, resource string) (claim, error) {
+// validate checks a SAS token for a resource path (the audience's) on a
+// connection opened for host and returns the rights it grants.
+func (h *Handler) validate(token, host, resource string) (claim, error) {
 	t, err := sas.ParseToken(token)
 	if err != nil {
 		return claim{}, err
@@ -138,7 +142,7 @@ func (h *Handler) validate(token, resource string) (claim, error) {
 	var cl claim
 	var first error
 	for _, r := range []sas.Right{sas.Manage, sas.Send, sas.Listen} {
-		if err := h.auth.AuthorizeToken(t, now, resource, r); err != nil {
+		if err := h.auth.AuthorizeTokenOnHost(t, now, host, resource, r); err != nil {
 			if errors.Is(err, sas.ErrExpired) {
 				return claim{}, errors.New("ExpiredToken: The token is expired. Expiration time: " + t.Expiry.UTC().Format(time.RFC3339))
 			}

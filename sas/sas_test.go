@@ -133,8 +133,8 @@ func TestResourcePathOnHost(t *testing.T) {
 		{"NS.servicebus.windows.net/Orders", "ns.servicebus.windows.net:5671", "orders"},
 		{"127.0.0.1:5672", "127.0.0.1:5672", ""},
 		{"127.0.0.1:5672", "127.0.0.1", ""},
-		{"127.0.0.1:5672", "127.0.0.1:5673", "127.0.0.1:5672"}, // another port: not this host
-		{"orders.v1", "ns.servicebus.windows.net", "orders.v1"},  // an entity name with a period
+		{"127.0.0.1:5672", "127.0.0.1:5673", "127.0.0.1:5672"},  // another port: not this host
+		{"orders.v1", "ns.servicebus.windows.net", "orders.v1"}, // an entity name with a period
 		{"orders.v1", "", "orders.v1"},
 		{"amqp://other/q1", "ns.servicebus.windows.net", "q1"}, // with a scheme the host is not looked at
 		{"[::1]:5672/q", "[::1]", "q"},

@@ -126,6 +126,9 @@ type conn struct {
 	mu      sync.Mutex
 	claims  map[string]claim      // normalized entity path -> claim
 	replies map[string]*replyLink // reply-to address -> the client's reply link
+	// cbsLinks counts the $cbs links attached now, [0] the client's sender
+	// (requests), [1] its receiver (replies): one of each at a time.
+	cbsLinks [2]int
 }
 
 func (h *Handler) connOf(ac *amqp.Conn) *conn {

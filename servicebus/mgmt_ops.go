@@ -171,8 +171,8 @@ func (l *mgmtLink) schedule(ctx context.Context, req *request) (int32, any, erro
 		if err != nil {
 			return 0, nil, err
 		}
-		if sid, _ := fm.optStr("session-id"); sid != "" {
-			m.SessionID = sid
+		if sid, _ := fm.optStr("session-id"); sid != "" || fm["session-id"] != nil {
+			m.SessionID, m.EmptySessionID = sid, sid == ""
 		}
 		if pk, _ := fm.optStr("partition-key"); pk != "" {
 			m.PartitionKey = pk

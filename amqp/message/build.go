@@ -147,7 +147,12 @@ func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
 			f.done(true)
 		}
 	}
-	f.string(p.GroupID)
+	if p.EmptyGroupID && p.GroupID == "" {
+		f.dst = encoding.AppendString(f.dst, "")
+		f.done(true)
+	} else {
+		f.string(p.GroupID)
+	}
 	if p.GroupSequence == 0 {
 		f.null()
 	} else {

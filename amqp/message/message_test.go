@@ -404,3 +404,26 @@ func TestSplitGoAMQPBatch(t *testing.T) {
 		t.Errorf("described application property lost")
 	}
 }
+
+// A group-id of "" (Service Bus session "") survives a parse and a build,
+// and differs from an absent one.
+func TestEmptyGroupID(t *testing.T) {
+	withEmpty, err := AppendProperties(nil, &Properties{EmptyGroupID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := AppendProperties(nil, &Properties{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(withEmpty, without) {
+		t.Fatalf("an empty group-id encodes like an absent one: % x", withEmpty)
+	}
+	p := mustParse(t, withEmpty)
+	if p.Properties == nil || !p.Properties.EmptyGroupID || p.Properties.GroupID != "" {
+		t.Fatalf("parsed %+v, want EmptyGroupID", p.Properties)
+	}
+	if p := mustParse(t, without); p.Properties != nil && p.Properties.EmptyGroupID {
+		t.Fatalf("an absent group-id parsed as empty")
+	}
+}

@@ -224,14 +224,14 @@ func (s *Server) serve() error {
 	}
 	if s.httpL != nil {
 		s.http = &http.Server{
-			Handler: admin.NewHandler(admin.Options{
+			Handler: withWebSocket(s.amqp, admin.NewHandler(admin.Options{
 				Broker:     s.broker,
 				Authorizer: s.auth,
 				// Tokens, as above, expire on the real clock.
 				Metrics:     s.metrics,
 				EnablePprof: s.opts.EnablePprof,
 				Logger:      s.log.With("component", "admin"),
-			}),
+			})),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.wg.Add(1)

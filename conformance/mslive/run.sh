@@ -10,8 +10,10 @@
 # Only the test-credential plumbing is substituted: the Entra ID credential
 # becomes one that signs SAS tokens for the namespace. The SDK dials
 # amqps://<endpoint> on 5671 and https://<endpoint> on 443 for token
-# credentials, so the broker serves TLS on both with its self-signed
-# certificate for localhost, which the test process trusts (SSL_CERT_FILE).
+# credentials, so the broker serves TLS on both with a self-signed
+# certificate made here, which the test process trusts (SSL_CERT_FILE). The
+# endpoint is 127.0.0.2, not 127.0.0.1: TestClientUsingCustomEndpoint
+# proves that CustomEndpoint is dialled by failing to reach 127.0.0.1:5671.
 # Both run in a private network namespace (unshare -n, as root or with user
 # namespaces), so ports 443 and 5671 are free whatever else runs here.
 #
@@ -61,17 +63,21 @@ cat >"$work/config.json" <<JSON
 }
 JSON
 
-cs() { echo "Endpoint=sb://localhost/;SharedAccessKeyName=$1;SharedAccessKey=$2"; }
+host=127.0.0.2
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+	-subj /CN=busbar-mslive -addext "subjectAltName=IP:$host,DNS:localhost" \
+	-keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+cs() { echo "Endpoint=sb://$host/;SharedAccessKeyName=$1;SharedAccessKey=$2"; }
 export AZURE_RECORD_MODE=live
-export SERVICEBUS_ENDPOINT=localhost SERVICEBUS_ENDPOINT_PREMIUM=localhost
+export SERVICEBUS_ENDPOINT=$host SERVICEBUS_ENDPOINT_PREMIUM=$host
 export SERVICEBUS_CONNECTION_STRING="$(cs RootManageSharedAccessKey "$root_key")"
 export SERVICEBUS_CONNECTION_STRING_PREMIUM="$SERVICEBUS_CONNECTION_STRING"
 export SERVICEBUS_CONNECTION_STRING_NO_MANAGE="$(cs NoManage "$nomanage_key")"
 export SERVICEBUS_CONNECTION_STRING_SEND_ONLY="$(cs SendOnly "$send_key")"
 export SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="$(cs ListenOnly "$listen_key")"
 export BUSBAR_LIVE_KEY_NAME=RootManageSharedAccessKey BUSBAR_LIVE_KEY="$root_key"
-export SSL_CERT_FILE="$work/data/dev-cert.pem"
-export BUSBAR_MSLIVE_WORK="$work" BUSBAR_MSLIVE_TIMEOUT="${BUSBAR_MSLIVE_TIMEOUT:-20m}"
+export SSL_CERT_FILE="$work/cert.pem"
+export BUSBAR_MSLIVE_WORK="$work" BUSBAR_MSLIVE_HOST="$host" BUSBAR_MSLIVE_TIMEOUT="${BUSBAR_MSLIVE_TIMEOUT:-20m}"
 
 # Inside the private network namespace: start the broker, wait for its
 # certificate and ports, run the tests, stop the broker.
@@ -79,12 +85,13 @@ inner='
 set -euo pipefail
 ip link set lo up
 w=$BUSBAR_MSLIVE_WORK
-"$w/busbar" serve --config "$w/config.json" --data "$w/data" --tls-self-signed \
-	--amqp 127.0.0.1:5672 --amqps 127.0.0.1:5671 --http 127.0.0.1:443 --http-tls \
+h=$BUSBAR_MSLIVE_HOST
+"$w/busbar" serve --config "$w/config.json" --data "$w/data" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
+	--amqp 127.0.0.1:5672 --amqps "$h:5671" --http "$h:443" --http-tls \
 	--log-level "${BUSBAR_MSLIVE_LOG_LEVEL:-warn}" >"$w/busbar.out" 2>"$w/busbar.log" &
 pid=$!
 for _ in $(seq 100); do
-	if [ -s "$w/data/dev-cert.pem" ] && (exec 3<>/dev/tcp/127.0.0.1/5671) 2>/dev/null && (exec 3<>/dev/tcp/127.0.0.1/443) 2>/dev/null; then break; fi
+	if (exec 3<>"/dev/tcp/$h/5671") 2>/dev/null && (exec 3<>"/dev/tcp/$h/443") 2>/dev/null; then break; fi
 	kill -0 $pid 2>/dev/null || { echo "mslive: busbar exited:" >&2; cat "$w/busbar.log" >&2; exit 1; }
 	sleep 0.1
 done

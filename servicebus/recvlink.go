@@ -352,6 +352,11 @@ func (l *recvLink) Detach(*amqp.Sender, error) {
 	}
 	l.mu.Unlock()
 	l.wakeUp() // the pump sees closed and exits
+	l.c.mu.Lock()
+	if l.c.sessLinks[l.s.Name()] == l {
+		delete(l.c.sessLinks, l.s.Name())
+	}
+	l.c.mu.Unlock()
 	if l.cons != nil {
 		_ = l.cons.Close()
 	}

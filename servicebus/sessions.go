@@ -126,10 +126,30 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 	return nil, amqp.ErrDeferAttach
 }
 
+// linkSession returns the session of the receiver link a $management
+// request names as its associated-link-name, if that is a session receiver
+// of this connection.
+func (c *conn) linkSession(req *request) (string, bool) {
+	name, _ := req.appProps["associated-link-name"].(string)
+	if name == "" {
+		return "", false
+	}
+	c.mu.Lock()
+	l := c.sessLinks[name]
+	c.mu.Unlock()
+	if l == nil || l.cons == nil {
+		return "", false
+	}
+	return l.cons.SessionID(), true
+}
+
 // writeSessionReply writes the attach reply of a session receiver: the
 // locked session id as the filter value (described or plain, as the client
 // sent it) and the lock's expiry in .NET ticks.
 func (l *recvLink) writeSessionReply(req sessionRequest) {
+	l.c.mu.Lock()
+	l.c.sessLinks[l.s.Name()] = l
+	l.c.mu.Unlock()
 	reply := l.s.Reply()
 	src := frames.Source{}
 	if reply.Source != nil {

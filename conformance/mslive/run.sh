@@ -3,7 +3,11 @@
 # against `busbar serve`, with their assertions unchanged (docs/conformance.md,
 # "Microsoft's live tests").
 #
-#   conformance/mslive/run.sh [go test flags, e.g. -run TestReceiver -v]
+#   conformance/mslive/run.sh [test binary flags, e.g. -test.run TestReceiver -test.v]
+#
+# It runs the module's two packages with live tests, azservicebus and
+# azservicebus/admin, and ends with a summary of passed, failed and skipped
+# top-level tests.
 #
 # The tests are copied at run time from the Go module cache into a
 # temporary directory (Microsoft's code is not part of this repository).
@@ -43,7 +47,8 @@ cp "$root/conformance/mslive/sascredential.go.txt" "$work/azservicebus/internal/
 
 echo "mslive: building busbar and the azservicebus $ver tests" >&2
 (cd "$root" && go build -o "$work/busbar" ./cmd/busbar)
-(cd "$work/azservicebus" && GOFLAGS=-mod=mod go test -c -o "$work/azservicebus.test" .)
+(cd "$work/azservicebus" && GOFLAGS=-mod=mod go test -c -o "$work/azservicebus.test" . &&
+	GOFLAGS=-mod=mod go test -c -o "$work/admin.test" ./admin)
 
 # Keys: the root rule and the three of the tests' bicep template.
 key() { head -c 32 /dev/urandom | base64; }
@@ -86,7 +91,7 @@ set -euo pipefail
 ip link set lo up
 w=$BUSBAR_MSLIVE_WORK
 h=$BUSBAR_MSLIVE_HOST
-"$w/busbar" serve --config "$w/config.json" --data "$w/data" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
+"$w/busbar" serve --sku Standard --config "$w/config.json" --data "$w/data" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
 	--amqp 127.0.0.1:5672 --amqps "$h:5671" --http "$h:443" --http-tls \
 	--log-level "${BUSBAR_MSLIVE_LOG_LEVEL:-warn}" >"$w/busbar.out" 2>"$w/busbar.log" &
 pid=$!
@@ -97,6 +102,7 @@ for _ in $(seq 100); do
 done
 status=0
 (cd "$w/azservicebus" && "$w/azservicebus.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?
+(cd "$w/azservicebus/admin" && "$w/admin.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?
 kill -TERM $pid; wait $pid || true
 if [ -n "${BUSBAR_MSLIVE_KEEP_LOG:-}" ]; then cp "$w/busbar.log" "$BUSBAR_MSLIVE_KEEP_LOG"; fi
 exit $status
@@ -104,7 +110,11 @@ exit $status
 exec_args=(unshare -n)
 if [ "$(id -u)" != 0 ]; then exec_args=(unshare -rn); fi
 set +e
-"${exec_args[@]}" bash -c "$inner" mslive "$@"
-status=$?
+"${exec_args[@]}" bash -c "$inner" mslive -test.v "$@" | tee "$work/results.txt"
+status=${PIPESTATUS[0]}
 set -e
+for r in PASS FAIL SKIP; do
+	printf 'mslive: %s %d\n' "$r" "$(grep -c "^--- $r" "$work/results.txt")"
+done
+grep "^--- FAIL" "$work/results.txt" | sed 's/^/mslive: /' || true
 exit $status

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"sort"
-	"time"
 )
 
 // QueueInfo describes a queue.
@@ -396,7 +395,7 @@ func (e *entity) runtime() RuntimeInfo {
 		subs = append(subs, s)
 	}
 	e.mu.Unlock()
-	ri.AccessedAt = time.Unix(0, e.accessed.Load()).UTC()
+	ri.AccessedAt = accessedAt(e.kind, e.accessed.Load(), ri.CreatedAt, ri.UpdatedAt)
 	if e.q != nil {
 		e.q.counts(&ri)
 	}

@@ -89,7 +89,11 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	var x writer
 	x.open("Error")
 	x.int("Code", int64(status))
-	x.text("Detail", subCode(status, err)+detail)
+	var st *serviceText
+	if !errors.As(err, &st) {
+		detail = subCode(status, err) + detail
+	}
+	x.text("Detail", detail)
 	x.close("Error")
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 	w.WriteHeader(status)

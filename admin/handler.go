@@ -162,6 +162,9 @@ func (h *handler) checkRequest(r *http.Request, rt route) error {
 		return withStatus(http.StatusUnauthorized, "no shared access rules are configured, so no token can be valid")
 	}
 	if err := h.o.Authorizer.AuthorizeOnHost(token, h.o.Now(), r.Host, strings.Trim(r.URL.Path, "/"), sas.Manage); err != nil {
+		if isNoManage(err) && rt.allows(r.Method) {
+			return h.noManage(r, rt)
+		}
 		return err
 	}
 	if !rt.allows(r.Method) {

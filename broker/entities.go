@@ -191,10 +191,10 @@ func (b *Broker) update(k entityKind, name, sub string, pp props) error {
 	}
 	old := e.props()
 	if old.RequiresSession != pp.RequiresSession {
-		return errorf(ErrInvalidArgument, "RequiresSession of %q cannot be changed", e.path())
+		return errorf(ErrInvalidArgument, "The value for the RequiresSession property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}
 	if old.DupDetection != pp.DupDetection {
-		return errorf(ErrInvalidArgument, "RequiresDuplicateDetection of %q cannot be changed", e.path())
+		return errorf(ErrInvalidArgument, "The value for the RequiresDuplicateDetection property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}
 	if err := b.checkForward(&pp, e.name); err != nil {
 		return err

@@ -1,6 +1,11 @@
 package broker
 
-import "time"
+// What management clients see of an entity, in the service's terms.
+
+import (
+	"strings"
+	"time"
+)
 
 // accessedAt is the AccessedAt a management client sees: for a queue or a
 // topic the zero time until a client has used it (sent, received, peeked;
@@ -13,4 +18,11 @@ func accessedAt(k entityKind, accessed int64, created, updated time.Time) time.T
 		return time.Time{}
 	}
 	return time.Unix(0, accessed).UTC()
+}
+
+// titleKind names an entity kind as Service Bus's error texts do ("Queue",
+// "Topic", "Subscription"), which the SDKs' tests match.
+func titleKind(k entityKind) string {
+	s := k.String()
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -18,6 +18,8 @@
 # certificate made here, which the test process trusts (SSL_CERT_FILE). The
 # endpoint is 127.0.0.2, not 127.0.0.1: TestClientUsingCustomEndpoint
 # proves that CustomEndpoint is dialled by failing to reach 127.0.0.1:5671.
+# The tests' two namespaces are two brokers: the Standard one on 127.0.0.2
+# (`--sku Standard`) and the Premium one on 127.0.0.3.
 # Both run in a private network namespace (unshare -n, as root or with user
 # namespaces), so ports 443 and 5671 are free whatever else runs here.
 #
@@ -68,21 +70,21 @@ cat >"$work/config.json" <<JSON
 }
 JSON
 
-host=127.0.0.2
+host=127.0.0.2 premium=127.0.0.3
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-	-subj /CN=busbar-mslive -addext "subjectAltName=IP:$host,DNS:localhost" \
+	-subj /CN=busbar-mslive -addext "subjectAltName=IP:$host,IP:$premium" \
 	-keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
-cs() { echo "Endpoint=sb://$host/;SharedAccessKeyName=$1;SharedAccessKey=$2"; }
+cs() { echo "Endpoint=sb://${3:-$host}/;SharedAccessKeyName=$1;SharedAccessKey=$2"; }
 export AZURE_RECORD_MODE=live
-export SERVICEBUS_ENDPOINT=$host SERVICEBUS_ENDPOINT_PREMIUM=$host
+export SERVICEBUS_ENDPOINT=$host SERVICEBUS_ENDPOINT_PREMIUM=$premium
 export SERVICEBUS_CONNECTION_STRING="$(cs RootManageSharedAccessKey "$root_key")"
-export SERVICEBUS_CONNECTION_STRING_PREMIUM="$SERVICEBUS_CONNECTION_STRING"
+export SERVICEBUS_CONNECTION_STRING_PREMIUM="$(cs RootManageSharedAccessKey "$root_key" "$premium")"
 export SERVICEBUS_CONNECTION_STRING_NO_MANAGE="$(cs NoManage "$nomanage_key")"
 export SERVICEBUS_CONNECTION_STRING_SEND_ONLY="$(cs SendOnly "$send_key")"
 export SERVICEBUS_CONNECTION_STRING_LISTEN_ONLY="$(cs ListenOnly "$listen_key")"
 export BUSBAR_LIVE_KEY_NAME=RootManageSharedAccessKey BUSBAR_LIVE_KEY="$root_key"
 export SSL_CERT_FILE="$work/cert.pem"
-export BUSBAR_MSLIVE_WORK="$work" BUSBAR_MSLIVE_HOST="$host" BUSBAR_MSLIVE_TIMEOUT="${BUSBAR_MSLIVE_TIMEOUT:-20m}"
+export BUSBAR_MSLIVE_WORK="$work" BUSBAR_MSLIVE_HOST="$host" BUSBAR_MSLIVE_PREMIUM="$premium" BUSBAR_MSLIVE_TIMEOUT="${BUSBAR_MSLIVE_TIMEOUT:-20m}"
 
 # Inside the private network namespace: start the broker, wait for its
 # certificate and ports, run the tests, stop the broker.
@@ -90,21 +92,26 @@ inner='
 set -euo pipefail
 ip link set lo up
 w=$BUSBAR_MSLIVE_WORK
-h=$BUSBAR_MSLIVE_HOST
-"$w/busbar" serve --sku Standard --config "$w/config.json" --data "$w/data" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
-	--amqp 127.0.0.1:5672 --amqps "$h:5671" --http "$h:443" --http-tls \
-	--log-level "${BUSBAR_MSLIVE_LOG_LEVEL:-warn}" >"$w/busbar.out" 2>"$w/busbar.log" &
-pid=$!
-for _ in $(seq 100); do
-	if (exec 3<>"/dev/tcp/$h/5671") 2>/dev/null && (exec 3<>"/dev/tcp/$h/443") 2>/dev/null; then break; fi
-	kill -0 $pid 2>/dev/null || { echo "mslive: busbar exited:" >&2; cat "$w/busbar.log" >&2; exit 1; }
-	sleep 0.1
-done
+pids=()
+start() { # start SKU HOST: one broker, waiting until it listens
+	"$w/busbar" serve --sku "$1" --config "$w/config.json" --data "$w/data-$1" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
+		--amqp "$2:5672" --amqps "$2:5671" --http "$2:443" --http-tls \
+		--log-level "${BUSBAR_MSLIVE_LOG_LEVEL:-warn}" >"$w/busbar-$1.out" 2>"$w/busbar-$1.log" &
+	pids+=($!)
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/$2/5671") 2>/dev/null && (exec 3<>"/dev/tcp/$2/443") 2>/dev/null; then return; fi
+		kill -0 $! 2>/dev/null || { echo "mslive: busbar ($1) exited:" >&2; cat "$w/busbar-$1.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "mslive: busbar ($1) did not listen on $2" >&2; exit 1
+}
+start Standard "$BUSBAR_MSLIVE_HOST"
+start Premium "$BUSBAR_MSLIVE_PREMIUM"
 status=0
 (cd "$w/azservicebus" && "$w/azservicebus.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?
 (cd "$w/azservicebus/admin" && "$w/admin.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?
-kill -TERM $pid; wait $pid || true
-if [ -n "${BUSBAR_MSLIVE_KEEP_LOG:-}" ]; then cp "$w/busbar.log" "$BUSBAR_MSLIVE_KEEP_LOG"; fi
+kill -TERM "${pids[@]}"; wait "${pids[@]}" || true
+if [ -n "${BUSBAR_MSLIVE_KEEP_LOG:-}" ]; then cat "$w"/busbar-*.log >"$BUSBAR_MSLIVE_KEEP_LOG"; fi
 exit $status
 '
 exec_args=(unshare -n)

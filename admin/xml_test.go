@@ -310,8 +310,10 @@ func TestDecodeRuleErrors(t *testing.T) {
 			`<KeyValueOfstringanyType><Key>k</Key><Value i:type="x:string">a</Value></KeyValueOfstringanyType>` +
 			`<KeyValueOfstringanyType><Key>k</Key><Value i:type="x:string">b</Value></KeyValueOfstringanyType></Properties></Filter>`,
 			`key "k" appears more than once`},
-		{"action parameters", `<Action i:type="SqlRuleAction"><SqlExpression>SET a = @v</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">1</Value></KeyValueOfstringanyType></Parameters></Action>`,
-			"parameters of rule actions are not supported"},
+		{"action parameter twice", `<Action i:type="SqlRuleAction"><SqlExpression>SET a = @v</SqlExpression><Parameters>` +
+			`<KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">1</Value></KeyValueOfstringanyType>` +
+			`<KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">2</Value></KeyValueOfstringanyType></Parameters></Action>`,
+			`key "@v" appears more than once`},
 		{"action syntax", `<Action i:type="SqlRuleAction"><SqlExpression>SET</SqlExpression></Action>`, "property Action.SqlExpression:"},
 		{"unknown action", `<Action i:type="RemoveAll"/>`, `i:type "RemoveAll" is not one of SqlRuleAction, EmptyRuleAction`},
 	} {

@@ -81,6 +81,7 @@ func prefixRange(kind byte, id uint64) ([]byte, []byte) {
 const (
 	entityRecordV1  = 1
 	ruleRecordV1    = 1
+	ruleRecordV2    = 2 // V1 + the action's parameters
 	metaRecordV1    = 1
 	messageRecordV1 = 1
 )

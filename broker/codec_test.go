@@ -81,7 +81,7 @@ func TestEntityAndRuleRecordsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, r) {
 		t.Fatalf("entity %+v %v", got, err)
 	}
-	rp := &RuleProperties{Name: "r", CreatedAt: t0, Action: "SET a = 1",
+	rp := &RuleProperties{Name: "r", CreatedAt: t0, Action: "SET a = @v", ActionParameters: map[string]any{"@v": int64(2)},
 		Filter: RuleFilter{Kind: FilterCorrelation, SQL: "x", Parameters: map[string]any{"@p": int64(1)},
 			Correlation: CorrelationFilter{CorrelationID: "c", MessageID: "m", To: "t", ReplyTo: "r", Subject: "s",
 				SessionID: "se", ReplyToSessionID: "rs", ContentType: "ct", Properties: map[string]any{"k": "v"}}}}
@@ -93,6 +93,26 @@ func TestEntityAndRuleRecordsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(gr, rp) {
 		t.Fatalf("rule %+v %v", gr, err)
 	}
+	// A version 1 record (no action parameters) still decodes: it is the
+	// version 2 one without the trailing empty parameter map.
+	rp.ActionParameters = nil
+	v2, err := encodeRule(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1 := append([]byte{ruleRecordV1}, v2[1:len(v2)-len(encodeEmptyMap(t))]...)
+	if gr, err := decodeRule(v1); err != nil || !reflect.DeepEqual(gr, rp) {
+		t.Fatalf("version 1 rule %+v %v", gr, err)
+	}
+}
+
+// encodeEmptyMap is how a nil value map encodes.
+func encodeEmptyMap(t *testing.T) []byte {
+	var e enc
+	if err := e.valueMap(nil); err != nil {
+		t.Fatal(err)
+	}
+	return e.b
 }
 
 func FuzzDecodeMeta(f *testing.F) {

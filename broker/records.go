@@ -146,13 +146,15 @@ type RuleProperties struct {
 	Name   string
 	Filter RuleFilter
 	// Action is a SQL rule action ("SET x = 1; REMOVE y"); "" for none.
-	Action    string
-	CreatedAt time.Time // set by the broker
+	Action string
+	// ActionParameters are the action's @name values.
+	ActionParameters map[string]any
+	CreatedAt        time.Time // set by the broker
 }
 
 func encodeRule(r *RuleProperties) ([]byte, error) {
 	e := enc{b: make([]byte, 0, 64)}
-	e.u8(ruleRecordV1)
+	e.u8(ruleRecordV2)
 	e.str(r.Name)
 	e.time(r.CreatedAt)
 	f := &r.Filter
@@ -169,12 +171,16 @@ func encodeRule(r *RuleProperties) ([]byte, error) {
 		return nil, err
 	}
 	e.str(r.Action)
+	if err := e.valueMap(r.ActionParameters); err != nil { // V2
+		return nil, err
+	}
 	return e.b, nil
 }
 
 func decodeRule(b []byte) (*RuleProperties, error) {
 	d := dec{b: b}
-	if v := d.u8(); v != ruleRecordV1 {
+	v := d.u8()
+	if v != ruleRecordV1 && v != ruleRecordV2 {
 		return nil, fmt.Errorf("%w: rule record version %d", errCorrupt, v)
 	}
 	r := &RuleProperties{}
@@ -193,6 +199,9 @@ func decodeRule(b []byte) (*RuleProperties, error) {
 	}
 	c.Properties = d.valueMap()
 	r.Action = d.str()
+	if v >= ruleRecordV2 {
+		r.ActionParameters = d.valueMap()
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
@@ -61,4 +62,53 @@ func TestAccessedAt(t *testing.T) {
 	if srt.AccessedAt.IsZero() {
 		t.Errorf("a new subscription has AccessedAt zero; Service Bus sets it at creation")
 	}
+}
+
+// TestRuleParameters: SQL filters and SQL rule actions take @parameters,
+// given beside the expression; the rule comes back with them (types kept)
+// and the subscription's copy of a message is filtered and changed with
+// their values.
+func TestRuleParameters(t *testing.T) {
+	t.Parallel()
+	harness(t)
+	if suite.mode != "admin" {
+		t.Skip("needs the management API")
+	}
+	ac := adminClient()
+	topic := entityName("ruleparams")
+	if _, err := ac.CreateTopic(ctxFor(t, opTimeout), topic, nil); err != nil {
+		t.Fatalf("CreateTopic: %v", err)
+	}
+	t.Cleanup(func() { _, _ = ac.DeleteTopic(ctxFor(t, opTimeout), topic, nil) })
+	rule := admin.RuleProperties{
+		Name:   "params",
+		Filter: &admin.SQLFilter{Expression: "region = @region", Parameters: map[string]any{"@region": "eu"}},
+		Action: &admin.SQLAction{Expression: "SET routed = @how",
+			Parameters: map[string]any{"@how": "by-rule", "@level": int64(7)}}, // @level unused: kept all the same
+	}
+	if _, err := ac.CreateSubscription(ctxFor(t, opTimeout), topic, "s", &admin.CreateSubscriptionOptions{Properties: &admin.SubscriptionProperties{DefaultRule: &rule}}); err != nil {
+		t.Fatalf("CreateSubscription with a parameterized rule: %v", err)
+	}
+	got, err := ac.GetRule(ctxFor(t, opTimeout), topic, "s", "params", nil)
+	if err != nil || got == nil {
+		t.Fatalf("GetRule: %v, %v", got, err)
+	}
+	act, ok := got.Action.(*admin.SQLAction)
+	if !ok || act.Parameters["@how"] != "by-rule" || act.Parameters["@level"] != int64(7) {
+		t.Fatalf("rule action came back as %#v, want its parameters", got.Action)
+	}
+	if f, ok := got.Filter.(*admin.SQLFilter); !ok || f.Parameters["@region"] != "eu" {
+		t.Fatalf("rule filter came back as %#v, want its parameter", got.Filter)
+	}
+	c := newClient(t)
+	s := newSender(t, c, topic)
+	send(t, s, &azservicebus.Message{Body: []byte("us"), ApplicationProperties: map[string]any{"region": "us"}},
+		&azservicebus.Message{Body: []byte("eu"), ApplicationProperties: map[string]any{"region": "eu"}})
+	r := newSubReceiver(t, c, topic, "s", nil)
+	m := receiveOne(t, r)
+	if string(m.Body) != "eu" || m.ApplicationProperties["routed"] != "by-rule" {
+		t.Fatalf("received %q with properties %v, want the eu message with routed=by-rule", m.Body, m.ApplicationProperties)
+	}
+	complete(t, r, m)
+	requireEmpty(t, r, "the subscription")
 }

@@ -95,6 +95,9 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	}
 	x.text("Detail", detail)
 	x.close("Error")
+	if st != nil && st.reason != "" && writeWithReason(w, status, st.reason, x.b.Bytes()) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(x.b.Bytes())

@@ -35,7 +35,9 @@ func TestNoManageTexts(t *testing.T) {
 	_, err = c.DeleteQueue(ctx, "q", nil)
 	responseError(t, err, http.StatusUnauthorized, "Authorization failed for specified action: Manage,EntityDelete.")
 	_, err = c.GetSubscription(ctx, "t", "s", nil)
-	responseError(t, err, http.StatusUnauthorized, "Unauthorized access for 'GetSubscription' operation")
+	responseError(t, err, http.StatusUnauthorized, "401 SubCode=40100: Unauthorized : Unauthorized access for 'GetSubscription' operation")
+	_, err = c.GetSubscription(ctx, "t", "missing", nil)
+	responseError(t, err, http.StatusUnauthorized, "401 SubCode=40100: Unauthorized : Unauthorized access for 'GetSubscription' operation")
 	_, err = c.DeleteSubscription(ctx, "t", "s", nil)
 	responseError(t, err, http.StatusUnauthorized, "Unauthorized access for 'DeleteSubscription' operation")
 	if q, err := root.GetQueue(ctx, "q", nil); err != nil || q == nil {

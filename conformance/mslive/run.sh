@@ -19,7 +19,8 @@
 # endpoint is 127.0.0.2, not 127.0.0.1: TestClientUsingCustomEndpoint
 # proves that CustomEndpoint is dialled by failing to reach 127.0.0.1:5671.
 # The tests' two namespaces are two brokers: the Standard one on 127.0.0.2
-# (`--sku Standard`) and the Premium one on 127.0.0.3.
+# (`--sku Standard`) and the Premium one on 127.0.0.3 (`--sku Premium
+# --max-message-size-kb 102400`).
 # Both run in a private network namespace (unshare -n, as root or with user
 # namespaces), so ports 443 and 5671 are free whatever else runs here.
 #
@@ -93,8 +94,8 @@ set -euo pipefail
 ip link set lo up
 w=$BUSBAR_MSLIVE_WORK
 pids=()
-start() { # start SKU HOST: one broker, waiting until it listens
-	"$w/busbar" serve --sku "$1" --config "$w/config.json" --data "$w/data-$1" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
+start() { # start SKU HOST [FLAGS]: one broker, waiting until it listens
+	"$w/busbar" serve --sku "$1" "${@:3}" --config "$w/config.json" --data "$w/data-$1" --tls-cert "$w/cert.pem" --tls-key "$w/key.pem" \
 		--amqp "$2:5672" --amqps "$2:5671" --http "$2:443" --http-tls \
 		--log-level "${BUSBAR_MSLIVE_LOG_LEVEL:-warn}" >"$w/busbar-$1.out" 2>"$w/busbar-$1.log" &
 	pids+=($!)
@@ -106,7 +107,8 @@ start() { # start SKU HOST: one broker, waiting until it listens
 	echo "mslive: busbar ($1) did not listen on $2" >&2; exit 1
 }
 start Standard "$BUSBAR_MSLIVE_HOST"
-start Premium "$BUSBAR_MSLIVE_PREMIUM"
+# Premium entities may allow messages of up to 100 MB (the default stays 1 MB).
+start Premium "$BUSBAR_MSLIVE_PREMIUM" --max-message-size-kb 102400
 status=0
 (cd "$w/azservicebus" && "$w/azservicebus.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?
 (cd "$w/azservicebus/admin" && "$w/admin.test" -test.timeout "$BUSBAR_MSLIVE_TIMEOUT" "$@") || status=$?

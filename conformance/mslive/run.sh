@@ -123,7 +123,9 @@ set +e
 status=${PIPESTATUS[0]}
 set -e
 for r in PASS FAIL SKIP; do
-	printf 'mslive: %s %d\n' "$r" "$(grep -c "^--- $r" "$work/results.txt")"
+	printf 'mslive: %s %d top-level tests (%d with subtests)\n' "$r" \
+		"$(grep -c "^--- $r" "$work/results.txt")" "$(grep -c -- "--- $r" "$work/results.txt")"
 done
+grep -- "--- SKIP" "$work/results.txt" | sed 's/^ */mslive: /' || true
 grep "^--- FAIL" "$work/results.txt" | sed 's/^/mslive: /' || true
 exit $status

@@ -13,11 +13,7 @@ import (
 // a subscription's is set from its creation.
 func TestAccessedAt(t *testing.T) {
 	t.Parallel()
-	harness(t)
-	if suite.mode != "admin" {
-		t.Skip("needs the management API")
-	}
-	ac := adminClient()
+	ac := adminOnly(t)
 	q := entityName("accessed")
 	if _, err := ac.CreateQueue(ctxFor(t, opTimeout), q, nil); err != nil {
 		t.Fatalf("CreateQueue: %v", err)
@@ -70,11 +66,7 @@ func TestAccessedAt(t *testing.T) {
 // their values.
 func TestRuleParameters(t *testing.T) {
 	t.Parallel()
-	harness(t)
-	if suite.mode != "admin" {
-		t.Skip("needs the management API")
-	}
-	ac := adminClient()
+	ac := adminOnly(t)
 	topic := entityName("ruleparams")
 	if _, err := ac.CreateTopic(ctxFor(t, opTimeout), topic, nil); err != nil {
 		t.Fatalf("CreateTopic: %v", err)
@@ -111,4 +103,15 @@ func TestRuleParameters(t *testing.T) {
 	}
 	complete(t, r, m)
 	requireEmpty(t, r, "the subscription")
+}
+
+// adminOnly returns the management client, skipping the test when the
+// suite declares its entities in a configuration file instead.
+func adminOnly(t *testing.T) *admin.Client {
+	t.Helper()
+	harness(t)
+	if suite.mode != "admin" {
+		t.Skip("needs the management API")
+	}
+	return adminClient()
 }

@@ -1,6 +1,7 @@
 package servicebus_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -16,15 +17,7 @@ func TestReleasedIsNotCounted(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.queue("q", broker.QueueProperties{MaxDeliveryCount: 2})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := rootSession(t, ctx, e)
 	r, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(), Credit: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -45,4 +38,20 @@ func TestReleasedIsNotCounted(t *testing.T) {
 			t.Fatalf("release %d: %v", i+1, err)
 		}
 	}
+}
+
+// rootSession opens a go-amqp connection with the root key (SASL PLAIN),
+// closed when the test ends, and a session on it.
+func rootSession(t *testing.T, ctx context.Context, e *env) *goamqp.Session {
+	t.Helper()
+	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }

@@ -182,18 +182,6 @@ func falseOnly(r *reader, se xml.StartElement) error {
 	return nil
 }
 
-// noAuthorizationRules accepts an empty AuthorizationRules element only:
-// Busbar's shared access rules are set in its configuration, not per entity
-// through this API.
-func noAuthorizationRules(r *reader, se xml.StartElement) error {
-	if _, ok, err := r.child(se.Name.Local); err != nil {
-		return err
-	} else if ok {
-		return badRequestf("property AuthorizationRules: entity-level authorization rules are not supported; configure shared access rules in Busbar's configuration file")
-	}
-	return nil
-}
-
 // writeCountDetails writes CountDetails with the prefixed namespace the
 // service uses (the JS client requires exactly one xmlns:prefix on it).
 func writeCountDetails(w *writer, ri broker.RuntimeInfo) {

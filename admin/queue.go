@@ -21,7 +21,7 @@ func queueFields(p *broker.QueueProperties) fields {
 		"SizeInBytes":                         nil,
 		"MessageCount":                        nil,
 		"IsAnonymousAccessible":               falseOnly,
-		"AuthorizationRules":                  noAuthorizationRules,
+		"AuthorizationRules":                  authRulesField(&p.AuthorizationRules),
 		"Status":                              statusField(&p.Status),
 		"AccessedAt":                          nil,
 		"CreatedAt":                           nil,
@@ -63,7 +63,7 @@ func writeQueue(w *writer, host string, p broker.QueueProperties, ri broker.Runt
 	w.int("SizeInBytes", ri.SizeInBytes)
 	w.int("MessageCount", ri.TotalMessageCount)
 	w.boolean("IsAnonymousAccessible", false)
-	w.empty("AuthorizationRules")
+	writeAuthRules(w, p.AuthorizationRules)
 	w.text("Status", string(p.Status))
 	w.optional("ForwardTo", forwardURI(host, p.ForwardTo))
 	w.optional("UserMetadata", p.UserMetadata)

@@ -63,6 +63,7 @@ type QueueProperties struct {
 	UserMetadata                        string
 	EnablePartitioning                  bool
 	EnableBatchedOperations             bool
+	AuthorizationRules                  []AuthorizationRule
 }
 
 // TopicProperties are the settable properties of a topic (zero = default,
@@ -79,6 +80,7 @@ type TopicProperties struct {
 	EnablePartitioning                  bool
 	EnableBatchedOperations             bool
 	SupportOrdering                     bool
+	AuthorizationRules                  []AuthorizationRule
 }
 
 // SubscriptionProperties are the settable properties of a subscription
@@ -121,31 +123,33 @@ type props struct {
 	EnablePartitioning  bool
 	EnableBatchedOps    bool
 	SupportOrdering     bool
+	AuthRules           []AuthorizationRule // queues and topics
 }
 
 func fromQueue(p QueueProperties) props {
 	return props{p.LockDuration, p.MaxSizeInMegabytes, p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow,
 		p.RequiresSession, p.DefaultMessageTimeToLive, p.DeadLetteringOnMessageExpiration, false, p.MaxDeliveryCount, p.Status,
 		p.ForwardTo, p.ForwardDeadLetteredMessagesTo, p.AutoDeleteOnIdle, p.MaxMessageSizeInKilobytes, p.UserMetadata,
-		p.EnablePartitioning, p.EnableBatchedOperations, false}
+		p.EnablePartitioning, p.EnableBatchedOperations, false, p.AuthorizationRules}
 }
 
 func (p props) queue() QueueProperties {
 	return QueueProperties{p.LockDuration, p.MaxSizeMB, p.DupDetection, p.DupWindow, p.RequiresSession, p.DefaultTTL,
 		p.DLOnExpiration, p.MaxDeliveryCount, p.Status, p.ForwardTo, p.ForwardDLTo, p.AutoDeleteOnIdle, p.MaxMessageSizeKB,
-		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps}
+		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.AuthRules}
 }
 
 func fromTopic(p TopicProperties) props {
 	return props{MaxSizeMB: p.MaxSizeInMegabytes, DupDetection: p.RequiresDuplicateDetection,
 		DupWindow: p.DuplicateDetectionHistoryTimeWindow, DefaultTTL: p.DefaultMessageTimeToLive, Status: p.Status,
 		AutoDeleteOnIdle: p.AutoDeleteOnIdle, MaxMessageSizeKB: p.MaxMessageSizeInKilobytes, UserMetadata: p.UserMetadata,
-		EnablePartitioning: p.EnablePartitioning, EnableBatchedOps: p.EnableBatchedOperations, SupportOrdering: p.SupportOrdering}
+		EnablePartitioning: p.EnablePartitioning, EnableBatchedOps: p.EnableBatchedOperations, SupportOrdering: p.SupportOrdering,
+		AuthRules: p.AuthorizationRules}
 }
 
 func (p props) topic() TopicProperties {
 	return TopicProperties{p.MaxSizeMB, p.DupDetection, p.DupWindow, p.DefaultTTL, p.Status, p.AutoDeleteOnIdle,
-		p.MaxMessageSizeKB, p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.SupportOrdering}
+		p.MaxMessageSizeKB, p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.SupportOrdering, p.AuthRules}
 }
 
 func fromSubscription(p SubscriptionProperties) props {
@@ -219,6 +223,9 @@ func (p *props) normalize(k entityKind, maxMsgKB int64) error {
 	}
 	if p.RequiresSession && p.ForwardTo != "" {
 		return errorf(ErrInvalidArgument, "ForwardTo is not supported on a session-enabled entity")
+	}
+	if err := checkAuthRules(k, p.AuthRules); err != nil {
+		return err
 	}
 	for _, f := range []string{p.ForwardTo, p.ForwardDLTo} {
 		if f != "" {

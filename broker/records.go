@@ -36,7 +36,7 @@ type entityRecord struct {
 
 func encodeEntity(r *entityRecord) []byte {
 	e := enc{b: make([]byte, 0, 128)}
-	e.u8(entityRecordV1)
+	e.u8(entityRecordV2)
 	e.u8(uint8(r.kind))
 	e.uv(r.id)
 	e.uv(r.parent)
@@ -62,12 +62,14 @@ func encodeEntity(r *entityRecord) []byte {
 	e.boolean(p.EnablePartitioning)
 	e.boolean(p.EnableBatchedOps)
 	e.boolean(p.SupportOrdering)
+	encodeAuthRules(&e, p.AuthRules) // V2
 	return e.b
 }
 
 func decodeEntity(b []byte) (*entityRecord, error) {
 	d := dec{b: b}
-	if v := d.u8(); v != entityRecordV1 {
+	v := d.u8()
+	if v != entityRecordV1 && v != entityRecordV2 {
 		return nil, fmt.Errorf("%w: entity record version %d", errCorrupt, v)
 	}
 	r := &entityRecord{}
@@ -99,6 +101,9 @@ func decodeEntity(b []byte) (*entityRecord, error) {
 	p.EnablePartitioning = d.boolean()
 	p.EnableBatchedOps = d.boolean()
 	p.SupportOrdering = d.boolean()
+	if v >= entityRecordV2 {
+		p.AuthRules = decodeAuthRules(&d)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"encoding/base64"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,4 +116,55 @@ func adminOnly(t *testing.T) *admin.Client {
 		t.Skip("needs the management API")
 	}
 	return adminClient()
+}
+
+// TestEntityAuthorizationRules: a queue created with an authorization rule
+// of its own keeps it (GetQueue returns it), and a client with that rule's
+// key may do on that queue what the rule grants (here Send), nothing more,
+// and nothing on other queues.
+func TestEntityAuthorizationRules(t *testing.T) {
+	t.Parallel()
+	ac := adminOnly(t)
+	q, other := entityName("authrules"), entityName("authrules-other")
+	key := base64.StdEncoding.EncodeToString([]byte("a key of this queue's own, 32 b!"))
+	rules := []admin.AuthorizationRule{{KeyName: ptr("writer"), PrimaryKey: &key, AccessRights: []admin.AccessRight{admin.AccessRightSend}}}
+	if _, err := ac.CreateQueue(ctxFor(t, opTimeout), q, &admin.CreateQueueOptions{Properties: &admin.QueueProperties{AuthorizationRules: rules}}); err != nil {
+		t.Fatalf("CreateQueue with an authorization rule: %v", err)
+	}
+	t.Cleanup(func() { _, _ = ac.DeleteQueue(ctxFor(t, opTimeout), q, nil) })
+	if _, err := ac.CreateQueue(ctxFor(t, opTimeout), other, nil); err != nil {
+		t.Fatalf("CreateQueue: %v", err)
+	}
+	t.Cleanup(func() { _, _ = ac.DeleteQueue(ctxFor(t, opTimeout), other, nil) })
+	got, err := ac.GetQueue(ctxFor(t, opTimeout), q, nil)
+	if err != nil || got == nil {
+		t.Fatalf("GetQueue: %v, %v", got, err)
+	}
+	if len(got.AuthorizationRules) != 1 || strValue(got.AuthorizationRules[0].KeyName) != "writer" ||
+		strValue(got.AuthorizationRules[0].PrimaryKey) != key || len(got.AuthorizationRules[0].AccessRights) != 1 ||
+		got.AuthorizationRules[0].AccessRights[0] != admin.AccessRightSend {
+		t.Fatalf("GetQueue returned authorization rules %+v, want the one created", got.AuthorizationRules)
+	}
+
+	cs := replaceKey(replaceKeyName(suite.connStr, "writer"), key)
+	c := newClientFor(t, cs)
+	send(t, newSender(t, c, q), textMessage("with the queue's own key"))
+	requireCode(t, newSender(t, c, other).SendMessage(ctxFor(t, opTimeout), textMessage("x"), nil), azservicebus.CodeUnauthorizedAccess)
+	_, err = newQueueReceiver(t, c, q, nil).ReceiveMessages(ctxFor(t, opTimeout), 1, nil)
+	requireCode(t, err, azservicebus.CodeUnauthorizedAccess)
+	m := receiveOne(t, newQueueReceiver(t, newClient(t), q, nil))
+	if string(m.Body) != "with the queue's own key" {
+		t.Fatalf("received %q", m.Body)
+	}
+}
+
+// replaceKeyName returns cs with its SharedAccessKeyName replaced.
+func replaceKeyName(cs, name string) string {
+	parts := strings.Split(cs, ";")
+	for i, part := range parts {
+		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), "SharedAccessKeyName") {
+			parts[i] = "SharedAccessKeyName=" + name
+		}
+	}
+	return strings.Join(parts, ";")
 }

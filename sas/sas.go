@@ -164,6 +164,19 @@ func signature(key, sr, se string) string {
 // a new one to change the rules.
 type Authorizer struct {
 	rules map[string][]Rule // by key name
+	// entityRules, when set, returns the rules that belong to the entity
+	// a path is in (Rule.Entity set), looked up on every authorization.
+	entityRules func(path string) []Rule
+}
+
+// WithEntityRules returns a copy of a that also accepts the rules of the
+// entity a request is for, as f returns them for its path (normalized);
+// each must have Entity set to the entity it belongs to. Service Bus's
+// queues and topics carry such rules of their own.
+func (a *Authorizer) WithEntityRules(f func(path string) []Rule) *Authorizer {
+	c := *a
+	c.entityRules = f
+	return &c
 }
 
 // NewAuthorizer returns an Authorizer over rules. Key names must be non-empty
@@ -226,7 +239,16 @@ func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityP
 	if err != nil {
 		return fmt.Errorf("%w: skn %q", ErrMalformed, t.KeyName)
 	}
+	path := NormalizePath(entityPath)
 	candidates := a.rules[keyName]
+	if a.entityRules != nil && path != "" {
+		for _, r := range a.entityRules(path) {
+			if r.KeyName == keyName && r.Entity != "" {
+				r.Entity = NormalizePath(r.Entity)
+				candidates = append(candidates[:len(candidates):len(candidates)], r)
+			}
+		}
+	}
 	if len(candidates) == 0 {
 		return fmt.Errorf("%w: %q", ErrUnknownKey, keyName)
 	}
@@ -253,7 +275,6 @@ func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityP
 	if err != nil {
 		return fmt.Errorf("%w: sr is not URL-encoded", ErrMalformed)
 	}
-	path := NormalizePath(entityPath)
 	if !covers(ResourcePathOnHost(res, host), path) {
 		return fmt.Errorf("%w: token resource %q does not cover %q", ErrAudience, res, entityPath)
 	}

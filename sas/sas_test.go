@@ -166,3 +166,32 @@ func TestAuthorizeBareHost(t *testing.T) {
 		t.Errorf("bare-host token without a host: %v, want ErrAudience", err)
 	}
 }
+
+// Rules of an entity, looked up per request, authorize requests on that
+// entity (and its subscriptions) only, with their own rights.
+func TestEntityRules(t *testing.T) {
+	base, err := NewAuthorizer([]Rule{{KeyName: "root", PrimaryKey: "r", Rights: Manage}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := base.WithEntityRules(func(path string) []Rule {
+		if path == "orders" || strings.HasPrefix(path, "orders/") {
+			return []Rule{{KeyName: "writer", PrimaryKey: "w", Rights: Send, Entity: "Orders"}}
+		}
+		return nil
+	})
+	tok := Sign("sb://ns/orders", "writer", "w", now.Add(time.Hour))
+	if err := a.Authorize(tok, now, "orders", Send); err != nil {
+		t.Errorf("entity rule on its entity: %v", err)
+	}
+	if err := a.Authorize(tok, now, "orders", Listen); !errors.Is(err, ErrNoRight) {
+		t.Errorf("entity rule without Listen: %v, want ErrNoRight", err)
+	}
+	other := Sign("sb://ns/", "writer", "w", now.Add(time.Hour))
+	if err := a.Authorize(other, now, "payments", Send); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("entity rule on another entity: %v, want ErrUnknownKey", err)
+	}
+	if err := base.Authorize(tok, now, "orders", Send); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("the authorizer without entity rules accepted an entity key: %v", err)
+	}
+}

@@ -147,6 +147,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker: %w", err)
 	}
+	s.auth = s.auth.WithEntityRules(entityRules(s.broker))
 	s.metrics.CollectEntities(s.broker)
 	s.metrics.CollectStore(s.st.Stats)
 	if err := applyEntities(ctx, s.broker, opts.Config); err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	NamespaceName string
 	// CreatedAt is the namespace's creation time (default: when NewHandler ran).
 	CreatedAt time.Time
+	// SKU is the namespace's tier, "Premium" (default) or "Standard": it is
+	// reported by GET /$namespaceinfo, and on Standard a partitioned queue
+	// or topic reports 16 partitions' worth of MaxSizeInMegabytes, as the
+	// service does.
+	SKU string
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Ready reports whether the broker is open, for /readyz and /health.

@@ -64,6 +64,9 @@ type Options struct {
 	Store store.Store
 	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
 	MaxMessageSizeInKilobytes int64
+	// SKU is the namespace's tier as the management API reports it:
+	// "Premium" (default) or "Standard" (see admin.Options.SKU).
+	SKU string
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
 	// Logger receives structured logs; nil discards them.
@@ -231,6 +234,7 @@ func (s *Server) serve() error {
 				// Tokens, as above, expire on the real clock.
 				Metrics:     s.metrics,
 				EnablePprof: s.opts.EnablePprof,
+				SKU:         s.opts.SKU,
 				Logger:      s.log.With("component", "admin"),
 			})),
 			ReadHeaderTimeout: 10 * time.Second,

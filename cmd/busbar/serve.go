@@ -137,6 +137,7 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":
+		opts.SKU = "Standard"
 		// Service Bus Standard: 256 KB messages, not configurable.
 		if f.maxMessageKB > standardMaxMessageKB {
 			return opts, fmt.Errorf("--max-message-size-kb %d: a Standard namespace allows messages of at most %d KB (use --sku Premium)", f.maxMessageKB, standardMaxMessageKB)

@@ -64,6 +64,11 @@ type QueueProperties struct {
 	EnablePartitioning                  bool
 	EnableBatchedOperations             bool
 	AuthorizationRules                  []AuthorizationRule
+	// ForwardToURI and ForwardDeadLetteredMessagesToURI are the URIs the
+	// forwarding destinations were given as ("" when given as names), kept
+	// for the management API to echo them in the form given.
+	ForwardToURI                     string
+	ForwardDeadLetteredMessagesToURI string
 }
 
 // TopicProperties are the settable properties of a topic (zero = default,
@@ -100,6 +105,8 @@ type SubscriptionProperties struct {
 	UserMetadata                              string
 	EnableBatchedOperations                   bool
 	DefaultRule                               *RuleProperties
+	ForwardToURI                              string // as QueueProperties
+	ForwardDeadLetteredMessagesToURI          string
 }
 
 // props is the union of every entity property, the form the broker keeps
@@ -124,19 +131,21 @@ type props struct {
 	EnableBatchedOps    bool
 	SupportOrdering     bool
 	AuthRules           []AuthorizationRule // queues and topics
+	ForwardToURI        string
+	ForwardDLToURI      string
 }
 
 func fromQueue(p QueueProperties) props {
 	return props{p.LockDuration, p.MaxSizeInMegabytes, p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow,
 		p.RequiresSession, p.DefaultMessageTimeToLive, p.DeadLetteringOnMessageExpiration, false, p.MaxDeliveryCount, p.Status,
 		p.ForwardTo, p.ForwardDeadLetteredMessagesTo, p.AutoDeleteOnIdle, p.MaxMessageSizeInKilobytes, p.UserMetadata,
-		p.EnablePartitioning, p.EnableBatchedOperations, false, p.AuthorizationRules}
+		p.EnablePartitioning, p.EnableBatchedOperations, false, p.AuthorizationRules, p.ForwardToURI, p.ForwardDeadLetteredMessagesToURI}
 }
 
 func (p props) queue() QueueProperties {
 	return QueueProperties{p.LockDuration, p.MaxSizeMB, p.DupDetection, p.DupWindow, p.RequiresSession, p.DefaultTTL,
 		p.DLOnExpiration, p.MaxDeliveryCount, p.Status, p.ForwardTo, p.ForwardDLTo, p.AutoDeleteOnIdle, p.MaxMessageSizeKB,
-		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.AuthRules}
+		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.AuthRules, p.ForwardToURI, p.ForwardDLToURI}
 }
 
 func fromTopic(p TopicProperties) props {
@@ -156,7 +165,8 @@ func fromSubscription(p SubscriptionProperties) props {
 	return props{LockDuration: p.LockDuration, RequiresSession: p.RequiresSession, DefaultTTL: p.DefaultMessageTimeToLive,
 		DLOnExpiration: p.DeadLetteringOnMessageExpiration, DLOnFilterException: p.DeadLetteringOnFilterEvaluationExceptions,
 		MaxDeliveryCount: p.MaxDeliveryCount, Status: p.Status, ForwardTo: p.ForwardTo, ForwardDLTo: p.ForwardDeadLetteredMessagesTo,
-		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOps: p.EnableBatchedOperations}
+		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOps: p.EnableBatchedOperations,
+		ForwardToURI: p.ForwardToURI, ForwardDLToURI: p.ForwardDeadLetteredMessagesToURI}
 }
 
 func (p props) subscription() SubscriptionProperties {
@@ -164,7 +174,8 @@ func (p props) subscription() SubscriptionProperties {
 		DefaultMessageTimeToLive: p.DefaultTTL, DeadLetteringOnMessageExpiration: p.DLOnExpiration,
 		DeadLetteringOnFilterEvaluationExceptions: p.DLOnFilterException, MaxDeliveryCount: p.MaxDeliveryCount,
 		Status: p.Status, ForwardTo: p.ForwardTo, ForwardDeadLetteredMessagesTo: p.ForwardDLTo,
-		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOperations: p.EnableBatchedOps}
+		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOperations: p.EnableBatchedOps,
+		ForwardToURI: p.ForwardToURI, ForwardDeadLetteredMessagesToURI: p.ForwardDLToURI}
 }
 
 // normalize fills defaults and validates; maxMsgKB is the namespace ceiling.

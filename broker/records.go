@@ -63,6 +63,8 @@ func encodeEntity(r *entityRecord) []byte {
 	e.boolean(p.EnableBatchedOps)
 	e.boolean(p.SupportOrdering)
 	encodeAuthRules(&e, p.AuthRules) // V2
+	e.str(p.ForwardToURI)
+	e.str(p.ForwardDLToURI)
 	return e.b
 }
 
@@ -103,6 +105,8 @@ func decodeEntity(b []byte) (*entityRecord, error) {
 	p.SupportOrdering = d.boolean()
 	if v >= entityRecordV2 {
 		p.AuthRules = decodeAuthRules(&d)
+		p.ForwardToURI = d.str()
+		p.ForwardDLToURI = d.str()
 	}
 	if d.err != nil {
 		return nil, d.err

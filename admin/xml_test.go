@@ -73,7 +73,7 @@ func TestDecodeQueueAllProperties(t *testing.T) {
 		DuplicateDetectionHistoryTimeWindow: 30 * time.Minute, RequiresSession: true,
 		DefaultMessageTimeToLive: 48 * time.Hour, DeadLetteringOnMessageExpiration: true, MaxDeliveryCount: 7,
 		Status: broker.StatusSendDisabled, ForwardTo: "target", ForwardDeadLetteredMessagesTo: "dlq-target",
-		ForwardToURI: "sb://localhost:5300/target",
+		ForwardToURI:     "sb://localhost:5300/target",
 		AutoDeleteOnIdle: time.Hour, MaxMessageSizeInKilobytes: 4096, UserMetadata: "a & b",
 	}
 	if !reflect.DeepEqual(p, want) {

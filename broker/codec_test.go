@@ -77,7 +77,7 @@ func TestEntityAndRuleRecordsRoundTrip(t *testing.T) {
 			DefaultTTL: InfiniteTTL, DLOnExpiration: true, DLOnFilterException: true, MaxDeliveryCount: 4, Status: StatusSendDisabled,
 			ForwardTo: "f", ForwardDLTo: "d", AutoDeleteOnIdle: InfiniteTTL, MaxMessageSizeKB: 100, UserMetadata: "u",
 			EnablePartitioning: true, EnableBatchedOps: true, SupportOrdering: true,
-			AuthRules: []AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send", "Listen"}}},
+			AuthRules:    []AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send", "Listen"}}},
 			ForwardToURI: "https://h/f", ForwardDLToURI: "sb://h/d"}}
 	got, err := decodeEntity(encodeEntity(r))
 	if err != nil || !reflect.DeepEqual(got, r) {

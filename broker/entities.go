@@ -193,6 +193,9 @@ func (b *Broker) update(k entityKind, name, sub string, pp props) error {
 	if old.RequiresSession != pp.RequiresSession {
 		return errorf(ErrInvalidArgument, "The value for the RequiresSession property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}
+	if old.EnablePartitioning != pp.EnablePartitioning {
+		return errorf(ErrInvalidArgument, "Partitioning cannot be changed for %s. (%q)", titleKind(e.kind), e.path())
+	}
 	if old.DupDetection != pp.DupDetection {
 		return errorf(ErrInvalidArgument, "The value for the RequiresDuplicateDetection property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}

@@ -14,18 +14,7 @@ import (
 func authRulesField(dst *[]broker.AuthorizationRule) decodeFunc {
 	return func(r *reader, se xml.StartElement) error {
 		var rules []broker.AuthorizationRule
-		for {
-			el, ok, err := r.child(se.Name.Local)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				*dst = rules
-				return nil
-			}
-			if el.Name.Local != "AuthorizationRule" {
-				return badRequestf("property AuthorizationRules: unexpected element <%s>, want AuthorizationRule", el.Name.Local)
-			}
+		err := eachChild(r, "AuthorizationRules", se.Name.Local, "AuthorizationRule", func(el xml.StartElement) error {
 			if len(rules) == broker.MaxAuthorizationRules {
 				return badRequestf("property AuthorizationRules: more than %d rules", broker.MaxAuthorizationRules)
 			}
@@ -33,7 +22,7 @@ func authRulesField(dst *[]broker.AuthorizationRule) decodeFunc {
 				return badRequestf("property AuthorizationRules: i:type %q is not SharedAccessAuthorizationRule", truncate(typ, 40))
 			}
 			var rule broker.AuthorizationRule
-			_, err = decodeFields(r, "AuthorizationRule", fields{
+			_, err := decodeFields(r, "AuthorizationRule", fields{
 				"ClaimType":    nil,
 				"ClaimValue":   nil,
 				"CreatedTime":  nil,
@@ -41,35 +30,35 @@ func authRulesField(dst *[]broker.AuthorizationRule) decodeFunc {
 				"KeyName":      strField(&rule.KeyName),
 				"PrimaryKey":   strField(&rule.PrimaryKey),
 				"SecondaryKey": strField(&rule.SecondaryKey),
-				"Rights":       rightsField(&rule.Rights),
+				"Rights": func(r *reader, se xml.StartElement) error {
+					return eachChild(r, "AuthorizationRule.Rights", se.Name.Local, "AccessRights", func(xml.StartElement) error {
+						s, err := r.text("AccessRights")
+						rule.Rights = append(rule.Rights, s)
+						return err
+					})
+				},
 			})
-			if err != nil {
-				return err
-			}
 			rules = append(rules, rule)
-		}
+			return err
+		})
+		*dst = rules
+		return err
 	}
 }
 
-// rightsField decodes <Rights><AccessRights>Send</AccessRights>…</Rights>.
-func rightsField(dst *[]string) decodeFunc {
-	return func(r *reader, se xml.StartElement) error {
-		for {
-			el, ok, err := r.child(se.Name.Local)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return nil
-			}
-			if el.Name.Local != "AccessRights" {
-				return badRequestf("property AuthorizationRule.Rights: unexpected element <%s>, want AccessRights", el.Name.Local)
-			}
-			s, err := r.text("AccessRights")
-			if err != nil {
-				return err
-			}
-			*dst = append(*dst, s)
+// eachChild calls fn for each child element of parent, which must all be
+// named want (prop names the list in errors).
+func eachChild(r *reader, prop, parent, want string, fn func(xml.StartElement) error) error {
+	for {
+		el, ok, err := r.child(parent)
+		if err != nil || !ok {
+			return err
+		}
+		if el.Name.Local != want {
+			return badRequestf("property %s: unexpected element <%s>, want %s", prop, el.Name.Local, want)
+		}
+		if err := fn(el); err != nil {
+			return err
 		}
 	}
 }

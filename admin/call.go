@@ -135,8 +135,12 @@ func (c *call) namespaceInfo() error {
 		updated: o.CreatedAt, author: o.NamespaceName}, false)
 	openDescription(&w, "NamespaceInfo")
 	w.time("CreatedTime", o.CreatedAt)
-	w.text("MessagingSKU", "Premium")
-	w.int("MessagingUnits", 1)
+	if c.h.standard() {
+		w.text("MessagingSKU", "Standard")
+	} else {
+		w.text("MessagingSKU", "Premium")
+		w.int("MessagingUnits", 1)
+	}
 	w.time("ModifiedTime", o.CreatedAt)
 	w.text("Name", o.NamespaceName)
 	w.text("NamespaceType", "Messaging")

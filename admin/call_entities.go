@@ -10,7 +10,9 @@ import (
 
 func (c *call) writeQueueEntry(w *writer, q *broker.QueueInfo, inFeed bool) {
 	startEntry(w, c.entry(q.Name, q.Name, q.Runtime), inFeed)
-	writeQueue(w, c.host(), q.Properties, q.Runtime)
+	p := q.Properties
+	p.MaxSizeInMegabytes = c.h.shownSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
+	writeQueue(w, c.host(), p, q.Runtime)
 	endEntry(w)
 }
 
@@ -23,7 +25,9 @@ func (c *call) writeTopicEntry(w *writer, t *broker.TopicInfo, inFeed bool) erro
 		}
 	}
 	startEntry(w, c.entry(t.Name, t.Name, t.Runtime), inFeed)
-	writeTopic(w, t.Properties, t.Runtime, fc)
+	p := t.Properties
+	p.MaxSizeInMegabytes = c.h.shownSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
+	writeTopic(w, p, t.Runtime, fc)
 	endEntry(w)
 	return nil
 }
@@ -125,6 +129,7 @@ func (c *call) putQueue(rd *reader) error {
 	if err != nil {
 		return err
 	}
+	p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
 	if c.isUpdate() {
 		if err := c.b().UpdateQueue(c.ctx(), name, p); err != nil {
 			return err
@@ -161,6 +166,7 @@ func (c *call) putTopic(rd *reader) error {
 	if err != nil {
 		return err
 	}
+	p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
 	if c.isUpdate() {
 		if err := c.b().UpdateTopic(c.ctx(), name, p); err != nil {
 			return err

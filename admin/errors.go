@@ -89,8 +89,15 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	var x writer
 	x.open("Error")
 	x.int("Code", int64(status))
-	x.text("Detail", subCode(status, err)+detail)
+	var st *serviceText
+	if !errors.As(err, &st) {
+		detail = subCode(status, err) + detail
+	}
+	x.text("Detail", detail)
 	x.close("Error")
+	if st != nil && st.reason != "" && writeWithReason(w, status, st.reason, x.b.Bytes()) {
+		return
+	}
 	w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(x.b.Bytes())

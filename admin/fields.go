@@ -128,15 +128,21 @@ func statusField(dst *broker.EntityStatus) decodeFunc {
 
 // forwardField accepts an entity name or an absolute URI naming it
 // ("sb://host/queue", as the JS and .NET clients send); the broker keeps the
-// name.
-func forwardField(dst *string) decodeFunc {
+// name in dst and, for a URI, the URI as given in uri, to echo it.
+func forwardField(dst, uri *string) decodeFunc {
 	return func(r *reader, se xml.StartElement) error {
 		s, err := r.text(se.Name.Local)
 		if err != nil {
 			return err
 		}
-		*dst, err = forwardName(se.Name.Local, s)
-		return err
+		if *dst, err = forwardName(se.Name.Local, s); err != nil {
+			return err
+		}
+		*uri = ""
+		if s = strings.TrimSpace(s); strings.Contains(s, "://") {
+			*uri = s
+		}
+		return nil
 	}
 }
 
@@ -156,11 +162,17 @@ func forwardName(prop, s string) (string, error) {
 	return name, nil
 }
 
-// forwardURI renders a forwarding destination as the service does: an
+// forwardURI renders a forwarding destination as the service does: the
+// URI it was given as (uri, while it still names the destination), else an
 // absolute URI on the namespace's host.
-func forwardURI(host, name string) string {
+func forwardURI(host, name, uri string) string {
 	if name == "" {
 		return ""
+	}
+	if uri != "" {
+		if n, err := forwardName("", uri); err == nil && strings.EqualFold(n, name) {
+			return uri
+		}
 	}
 	return "sb://" + host + "/" + name
 }
@@ -178,18 +190,6 @@ func falseOnly(r *reader, se xml.StartElement) error {
 	}
 	if on {
 		return badRequestf("property %s: true is not supported by Busbar", se.Name.Local)
-	}
-	return nil
-}
-
-// noAuthorizationRules accepts an empty AuthorizationRules element only:
-// Busbar's shared access rules are set in its configuration, not per entity
-// through this API.
-func noAuthorizationRules(r *reader, se xml.StartElement) error {
-	if _, ok, err := r.child(se.Name.Local); err != nil {
-		return err
-	} else if ok {
-		return badRequestf("property AuthorizationRules: entity-level authorization rules are not supported; configure shared access rules in Busbar's configuration file")
 	}
 	return nil
 }

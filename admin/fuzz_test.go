@@ -71,6 +71,9 @@ func FuzzDecodeQueue(f *testing.F) {
 		if p.Status == "" {
 			p.Status = broker.StatusActive
 		}
+		// A destination comes back as the URI the writer shows.
+		p.ForwardToURI = forwardURI("host", p.ForwardTo, p.ForwardToURI)
+		p.ForwardDeadLetteredMessagesToURI = forwardURI("host", p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURI)
 		var w writer
 		writeQueue(&w, "host", p, broker.RuntimeInfo{})
 		again, _, err := decodeBody([]byte(entryOf(w.b.String())), decodeQueue)
@@ -120,6 +123,8 @@ func FuzzDecodeSubscription(f *testing.F) {
 			p.Status = broker.StatusActive
 		}
 		p.DefaultRule = nil // accepted at creation, never rendered
+		p.ForwardToURI = forwardURI("host", p.ForwardTo, p.ForwardToURI)
+		p.ForwardDeadLetteredMessagesToURI = forwardURI("host", p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURI)
 		var w writer
 		writeSubscription(&w, "host", p, broker.RuntimeInfo{})
 		again, _, err := decodeBody([]byte(entryOf(w.b.String())), decodeSubscription)

@@ -45,6 +45,11 @@ type Options struct {
 	NamespaceName string
 	// CreatedAt is the namespace's creation time (default: when NewHandler ran).
 	CreatedAt time.Time
+	// SKU is the namespace's tier, "Premium" (default) or "Standard": it is
+	// reported by GET /$namespaceinfo, and on Standard a partitioned queue
+	// or topic reports 16 partitions' worth of MaxSizeInMegabytes, as the
+	// service does.
+	SKU string
 	// MaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// Ready reports whether the broker is open, for /readyz and /health.
@@ -161,7 +166,10 @@ func (h *handler) checkRequest(r *http.Request, rt route) error {
 	if h.o.Authorizer == nil {
 		return withStatus(http.StatusUnauthorized, "no shared access rules are configured, so no token can be valid")
 	}
-	if err := h.o.Authorizer.Authorize(token, h.o.Now(), strings.Trim(r.URL.Path, "/"), sas.Manage); err != nil {
+	if err := h.o.Authorizer.AuthorizeOnHost(token, h.o.Now(), r.Host, strings.Trim(r.URL.Path, "/"), sas.Manage); err != nil {
+		if isNoManage(err) && rt.allows(r.Method) {
+			return h.noManage(r, rt)
+		}
 		return err
 	}
 	if !rt.allows(r.Method) {

@@ -21,7 +21,7 @@ func queueFields(p *broker.QueueProperties) fields {
 		"SizeInBytes":                         nil,
 		"MessageCount":                        nil,
 		"IsAnonymousAccessible":               falseOnly,
-		"AuthorizationRules":                  noAuthorizationRules,
+		"AuthorizationRules":                  authRulesField(&p.AuthorizationRules),
 		"Status":                              statusField(&p.Status),
 		"AccessedAt":                          nil,
 		"CreatedAt":                           nil,
@@ -32,8 +32,8 @@ func queueFields(p *broker.QueueProperties) fields {
 		"EntityAvailabilityStatus":            nil,
 		"EnableExpress":                       falseOnly,
 		"CountDetails":                        nil,
-		"ForwardTo":                           forwardField(&p.ForwardTo),
-		"ForwardDeadLetteredMessagesTo":       forwardField(&p.ForwardDeadLetteredMessagesTo),
+		"ForwardTo":                           forwardField(&p.ForwardTo, &p.ForwardToURI),
+		"ForwardDeadLetteredMessagesTo":       forwardField(&p.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesToURI),
 		"UserMetadata":                        strField(&p.UserMetadata),
 		"MaxMessageSizeInKilobytes":           int64Field(&p.MaxMessageSizeInKilobytes, 1, math.MaxInt32),
 	}
@@ -63,9 +63,9 @@ func writeQueue(w *writer, host string, p broker.QueueProperties, ri broker.Runt
 	w.int("SizeInBytes", ri.SizeInBytes)
 	w.int("MessageCount", ri.TotalMessageCount)
 	w.boolean("IsAnonymousAccessible", false)
-	w.empty("AuthorizationRules")
+	writeAuthRules(w, p.AuthorizationRules)
 	w.text("Status", string(p.Status))
-	w.optional("ForwardTo", forwardURI(host, p.ForwardTo))
+	w.optional("ForwardTo", forwardURI(host, p.ForwardTo, p.ForwardToURI))
 	w.optional("UserMetadata", p.UserMetadata)
 	w.time("CreatedAt", ri.CreatedAt)
 	w.time("UpdatedAt", ri.UpdatedAt)
@@ -74,7 +74,7 @@ func writeQueue(w *writer, host string, p broker.QueueProperties, ri broker.Runt
 	writeCountDetails(w, ri)
 	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	w.boolean("EnablePartitioning", p.EnablePartitioning)
-	w.optional("ForwardDeadLetteredMessagesTo", forwardURI(host, p.ForwardDeadLetteredMessagesTo))
+	w.optional("ForwardDeadLetteredMessagesTo", forwardURI(host, p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURI))
 	w.text("EntityAvailabilityStatus", "Available")
 	w.boolean("EnableExpress", false)
 	w.int("MaxMessageSizeInKilobytes", p.MaxMessageSizeInKilobytes)

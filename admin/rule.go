@@ -21,7 +21,7 @@ func decodeRule(r *reader, root string) (broker.RuleProperties, error) {
 			return decodeFilter(r, se, &rp.Filter)
 		},
 		"Action": func(r *reader, se xml.StartElement) error {
-			return decodeAction(r, se, &rp.Action)
+			return decodeAction(r, se, &rp.Action, &rp.ActionParameters)
 		},
 		"Name":      strField(&rp.Name),
 		"CreatedAt": nil,
@@ -90,30 +90,26 @@ func decodeFilter(r *reader, se xml.StartElement, f *broker.RuleFilter) error {
 }
 
 // decodeAction decodes an Action element: EmptyRuleAction or SqlRuleAction.
-func decodeAction(r *reader, se xml.StartElement, action *string) error {
+func decodeAction(r *reader, se xml.StartElement, action *string, params *map[string]any) error {
 	typ, ok := instanceType(se)
 	if !ok {
 		return badRequestf("property Action has no i:type (SqlRuleAction or EmptyRuleAction)")
 	}
 	switch typ {
 	case "EmptyRuleAction":
-		*action = ""
+		*action, *params = "", nil
 		_, err := decodeFields(r, "Action", fields{})
 		return err
 	case "SqlRuleAction":
 		var expr string
-		var params map[string]any
 		_, err := decodeFields(r, "Action", fields{
 			"SqlExpression":         strField(&expr),
 			"CompatibilityLevel":    compatibilityLevel,
-			"Parameters":            keyValuesField(&params, "Action.Parameters"),
+			"Parameters":            keyValuesField(params, "Action.Parameters"),
 			"RequiresPreprocessing": nil,
 		})
 		if err != nil {
 			return err
-		}
-		if len(params) > 0 {
-			return badRequestf("property Action.Parameters: parameters of rule actions are not supported by Busbar; write the values into the action's SqlExpression")
 		}
 		if expr == "" {
 			return badRequestf("property Action.SqlExpression is required for a SqlRuleAction")
@@ -166,7 +162,7 @@ func compatibilityLevel(r *reader, se xml.StartElement) error {
 func writeRule(w *writer, rp broker.RuleProperties) {
 	openDescription(w, "RuleDescription")
 	writeFilter(w, rp.Filter)
-	writeAction(w, rp.Action)
+	writeAction(w, rp.Action, rp.ActionParameters)
 	w.time("CreatedAt", rp.CreatedAt)
 	w.text("Name", rp.Name)
 	w.close("RuleDescription")
@@ -205,7 +201,7 @@ func writeFilter(w *writer, f broker.RuleFilter) {
 	w.close("Filter")
 }
 
-func writeAction(w *writer, action string) {
+func writeAction(w *writer, action string, params map[string]any) {
 	if action == "" {
 		w.empty("Action", "i:type", "EmptyRuleAction")
 		return
@@ -213,6 +209,7 @@ func writeAction(w *writer, action string) {
 	w.open("Action", "i:type", "SqlRuleAction")
 	w.text("SqlExpression", action)
 	w.text("CompatibilityLevel", compatLevel)
+	writeKeyValues(w, "Parameters", params)
 	w.close("Action")
 }
 

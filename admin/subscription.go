@@ -30,9 +30,9 @@ func subscriptionFields(p *broker.SubscriptionProperties) fields {
 		"MessageCount":                  nil,
 		"EnableBatchedOperations":       boolField(&p.EnableBatchedOperations),
 		"Status":                        statusField(&p.Status),
-		"ForwardTo":                     forwardField(&p.ForwardTo),
+		"ForwardTo":                     forwardField(&p.ForwardTo, &p.ForwardToURI),
 		"UserMetadata":                  strField(&p.UserMetadata),
-		"ForwardDeadLetteredMessagesTo": forwardField(&p.ForwardDeadLetteredMessagesTo),
+		"ForwardDeadLetteredMessagesTo": forwardField(&p.ForwardDeadLetteredMessagesTo, &p.ForwardDeadLetteredMessagesToURI),
 		"AutoDeleteOnIdle":              durationField(&p.AutoDeleteOnIdle),
 		"CreatedAt":                     nil,
 		"UpdatedAt":                     nil,
@@ -63,13 +63,13 @@ func writeSubscription(w *writer, host string, p broker.SubscriptionProperties, 
 	w.int("MaxDeliveryCount", int64(p.MaxDeliveryCount))
 	w.boolean("EnableBatchedOperations", p.EnableBatchedOperations)
 	w.text("Status", string(p.Status))
-	w.optional("ForwardTo", forwardURI(host, p.ForwardTo))
+	w.optional("ForwardTo", forwardURI(host, p.ForwardTo, p.ForwardToURI))
 	w.optional("UserMetadata", p.UserMetadata)
 	w.time("CreatedAt", ri.CreatedAt)
 	w.time("UpdatedAt", ri.UpdatedAt)
 	w.time("AccessedAt", ri.AccessedAt)
 	writeCountDetails(w, ri)
-	w.optional("ForwardDeadLetteredMessagesTo", forwardURI(host, p.ForwardDeadLetteredMessagesTo))
+	w.optional("ForwardDeadLetteredMessagesTo", forwardURI(host, p.ForwardDeadLetteredMessagesTo, p.ForwardDeadLetteredMessagesToURI))
 	w.duration("AutoDeleteOnIdle", p.AutoDeleteOnIdle)
 	w.text("EntityAvailabilityStatus", "Available")
 	w.close("SubscriptionDescription")

@@ -17,7 +17,7 @@ func topicFields(p *broker.TopicProperties) fields {
 		"SizeInBytes":                         nil,
 		"FilteringMessagesBeforePublishing":   falseOnly,
 		"IsAnonymousAccessible":               falseOnly,
-		"AuthorizationRules":                  noAuthorizationRules,
+		"AuthorizationRules":                  authRulesField(&p.AuthorizationRules),
 		"Status":                              statusField(&p.Status),
 		"UserMetadata":                        strField(&p.UserMetadata),
 		"AccessedAt":                          nil,
@@ -64,7 +64,7 @@ func writeTopic(w *writer, p broker.TopicProperties, ri broker.RuntimeInfo, fc f
 	w.int("SizeInBytes", ri.SizeInBytes)
 	w.boolean("FilteringMessagesBeforePublishing", false)
 	w.boolean("IsAnonymousAccessible", false)
-	w.empty("AuthorizationRules")
+	writeAuthRules(w, p.AuthorizationRules)
 	w.text("Status", string(p.Status))
 	w.optional("UserMetadata", p.UserMetadata)
 	w.time("CreatedAt", ri.CreatedAt)

@@ -73,6 +73,7 @@ func TestDecodeQueueAllProperties(t *testing.T) {
 		DuplicateDetectionHistoryTimeWindow: 30 * time.Minute, RequiresSession: true,
 		DefaultMessageTimeToLive: 48 * time.Hour, DeadLetteringOnMessageExpiration: true, MaxDeliveryCount: 7,
 		Status: broker.StatusSendDisabled, ForwardTo: "target", ForwardDeadLetteredMessagesTo: "dlq-target",
+		ForwardToURI:     "sb://localhost:5300/target",
 		AutoDeleteOnIdle: time.Hour, MaxMessageSizeInKilobytes: 4096, UserMetadata: "a & b",
 	}
 	if !reflect.DeepEqual(p, want) {
@@ -107,8 +108,10 @@ func TestDecodeQueueErrors(t *testing.T) {
 			"property EnableExpress: true is not supported by Busbar"},
 		{"nested in simple", entryOf(`<QueueDescription` + descAttrs + `><UserMetadata><x/></UserMetadata></QueueDescription>`),
 			"property UserMetadata must be a simple value, found element <x>"},
-		{"auth rules", entryOf(`<QueueDescription` + descAttrs + `><AuthorizationRules><AuthorizationRule/></AuthorizationRules></QueueDescription>`),
-			"entity-level authorization rules are not supported"},
+		{"auth rules", entryOf(`<QueueDescription` + descAttrs + `><AuthorizationRules><Rule/></AuthorizationRules></QueueDescription>`),
+			"unexpected element <Rule>, want AuthorizationRule"},
+		{"auth rights", entryOf(`<QueueDescription` + descAttrs + `><AuthorizationRules><AuthorizationRule><Rights><Right>Send</Right></Rights></AuthorizationRule></AuthorizationRules></QueueDescription>`),
+			"unexpected element <Right>, want AccessRights"},
 		{"not an entry", `<feed xmlns="http://www.w3.org/2005/Atom"/>`, "the body must be an Atom <entry>, not <feed>"},
 		{"no content", `<entry xmlns="http://www.w3.org/2005/Atom"><title>x</title></entry>`, "the <entry> has no <content>"},
 		{"empty content", `<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"></content></entry>`,
@@ -310,8 +313,10 @@ func TestDecodeRuleErrors(t *testing.T) {
 			`<KeyValueOfstringanyType><Key>k</Key><Value i:type="x:string">a</Value></KeyValueOfstringanyType>` +
 			`<KeyValueOfstringanyType><Key>k</Key><Value i:type="x:string">b</Value></KeyValueOfstringanyType></Properties></Filter>`,
 			`key "k" appears more than once`},
-		{"action parameters", `<Action i:type="SqlRuleAction"><SqlExpression>SET a = @v</SqlExpression><Parameters><KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">1</Value></KeyValueOfstringanyType></Parameters></Action>`,
-			"parameters of rule actions are not supported"},
+		{"action parameter twice", `<Action i:type="SqlRuleAction"><SqlExpression>SET a = @v</SqlExpression><Parameters>` +
+			`<KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">1</Value></KeyValueOfstringanyType>` +
+			`<KeyValueOfstringanyType><Key>@v</Key><Value i:type="x:int">2</Value></KeyValueOfstringanyType></Parameters></Action>`,
+			`key "@v" appears more than once`},
 		{"action syntax", `<Action i:type="SqlRuleAction"><SqlExpression>SET</SqlExpression></Action>`, "property Action.SqlExpression:"},
 		{"unknown action", `<Action i:type="RemoveAll"/>`, `i:type "RemoveAll" is not one of SqlRuleAction, EmptyRuleAction`},
 	} {

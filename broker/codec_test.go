@@ -76,12 +76,22 @@ func TestEntityAndRuleRecordsRoundTrip(t *testing.T) {
 		p: props{LockDuration: time.Minute, MaxSizeMB: 10, DupDetection: true, DupWindow: time.Hour, RequiresSession: true,
 			DefaultTTL: InfiniteTTL, DLOnExpiration: true, DLOnFilterException: true, MaxDeliveryCount: 4, Status: StatusSendDisabled,
 			ForwardTo: "f", ForwardDLTo: "d", AutoDeleteOnIdle: InfiniteTTL, MaxMessageSizeKB: 100, UserMetadata: "u",
-			EnablePartitioning: true, EnableBatchedOps: true, SupportOrdering: true}}
+			EnablePartitioning: true, EnableBatchedOps: true, SupportOrdering: true,
+			AuthRules:    []AuthorizationRule{{KeyName: "k", PrimaryKey: "p", SecondaryKey: "s", Rights: []string{"Send", "Listen"}}},
+			ForwardToURI: "https://h/f", ForwardDLToURI: "sb://h/d"}}
 	got, err := decodeEntity(encodeEntity(r))
 	if err != nil || !reflect.DeepEqual(got, r) {
 		t.Fatalf("entity %+v %v", got, err)
 	}
-	rp := &RuleProperties{Name: "r", CreatedAt: t0, Action: "SET a = 1",
+	// A version 1 record, written before rules and URIs existed, decodes
+	// without them.
+	r.p.AuthRules, r.p.ForwardToURI, r.p.ForwardDLToURI = nil, "", ""
+	v2 := encodeEntity(r)
+	v1 := append([]byte{entityRecordV1}, v2[1:len(v2)-3]...) // no rules (1 byte), two empty strings
+	if got, err := decodeEntity(v1); err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("version 1 entity %+v %v", got, err)
+	}
+	rp := &RuleProperties{Name: "r", CreatedAt: t0, Action: "SET a = @v", ActionParameters: map[string]any{"@v": int64(2)},
 		Filter: RuleFilter{Kind: FilterCorrelation, SQL: "x", Parameters: map[string]any{"@p": int64(1)},
 			Correlation: CorrelationFilter{CorrelationID: "c", MessageID: "m", To: "t", ReplyTo: "r", Subject: "s",
 				SessionID: "se", ReplyToSessionID: "rs", ContentType: "ct", Properties: map[string]any{"k": "v"}}}}
@@ -93,6 +103,26 @@ func TestEntityAndRuleRecordsRoundTrip(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(gr, rp) {
 		t.Fatalf("rule %+v %v", gr, err)
 	}
+	// A version 1 record (no action parameters) still decodes: it is the
+	// version 2 one without the trailing empty parameter map.
+	rp.ActionParameters = nil
+	rv2, err := encodeRule(rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv1 := append([]byte{ruleRecordV1}, rv2[1:len(rv2)-len(encodeEmptyMap(t))]...)
+	if gr, err := decodeRule(rv1); err != nil || !reflect.DeepEqual(gr, rp) {
+		t.Fatalf("version 1 rule %+v %v", gr, err)
+	}
+}
+
+// encodeEmptyMap is how a nil value map encodes.
+func encodeEmptyMap(t *testing.T) []byte {
+	var e enc
+	if err := e.valueMap(nil); err != nil {
+		t.Fatal(err)
+	}
+	return e.b
 }
 
 func FuzzDecodeMeta(f *testing.F) {

@@ -34,7 +34,7 @@
 // and AcceptNextSession for sessions; the protocol layer grants credit with
 // AddCredit and the broker calls ConsumerOptions.Deliver for each message
 // (Drain implements the AMQP drain). Settlement is by lock token, from any
-// link: Complete, Abandon (also the AMQP "released" outcome), Defer,
+// link: Complete, Abandon, Release (the AMQP "released" outcome), Defer,
 // DeadLetter, RenewLock. The management operations are Peek, PeekSession,
 // ReceiveDeferred, Get/SetSessionState, RenewSessionLock, ListSessions,
 // DeleteMessages and Purge. Paths are "queue", "topic/Subscriptions/sub",

@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"sort"
-	"time"
 )
 
 // QueueInfo describes a queue.
@@ -207,10 +206,13 @@ func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp 
 	}
 	old := e.props()
 	if old.RequiresSession != pp.RequiresSession {
-		return errorf(ErrInvalidArgument, "RequiresSession of %q cannot be changed", e.path())
+		return errorf(ErrInvalidArgument, "The value for the RequiresSession property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
+	}
+	if old.EnablePartitioning != pp.EnablePartitioning {
+		return errorf(ErrInvalidArgument, "Partitioning cannot be changed for %s. (%q)", titleKind(e.kind), e.path())
 	}
 	if old.DupDetection != pp.DupDetection {
-		return errorf(ErrInvalidArgument, "RequiresDuplicateDetection of %q cannot be changed", e.path())
+		return errorf(ErrInvalidArgument, "The value for the RequiresDuplicateDetection property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}
 	if err := b.checkForward(&pp, e.name); err != nil {
 		return err
@@ -425,7 +427,7 @@ func (e *entity) runtime() RuntimeInfo {
 		subs = append(subs, s)
 	}
 	e.mu.Unlock()
-	ri.AccessedAt = time.Unix(0, e.accessed.Load()).UTC()
+	ri.AccessedAt = accessedAt(e.kind, e.accessed.Load(), ri.CreatedAt, ri.UpdatedAt)
 	if e.q != nil {
 		e.q.counts(&ri)
 	}

@@ -138,6 +138,13 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	out := make([]*Message, 0, len(ms))
 	for i, m := range ms {
 		msg := q.stamp(bases[i], m)
+		if m.sub == SubqueueMain {
+			// Receiving a deferred message is a delivery, as on Service
+			// Bus. The count is kept in memory and written with the
+			// message's next rewrite (abandon, defer, lock expiry).
+			m.deliveries++
+			msg.DeliveryCount = m.deliveries
+		}
 		if mode == PeekLock {
 			until := now.UnixNano() + int64(e.props().LockDuration)
 			q.lock(m, nil, until)

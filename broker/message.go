@@ -61,8 +61,13 @@ type Message struct {
 	// properties, body sections), passed through untouched.
 	Body []byte
 
-	MessageID        string
-	SessionID        string // "" = no session
+	MessageID string
+	SessionID string // "" = no session, unless EmptySessionID
+	// EmptySessionID says the sender gave SessionID "": the SDKs allow ""
+	// as a session id, so on a session-enabled entity such a message
+	// belongs to session "". Only Send reads it (every message of a
+	// session-enabled entity is in a session).
+	EmptySessionID   bool
 	CorrelationID    string
 	To               string
 	ReplyTo          string

@@ -63,6 +63,12 @@ type QueueProperties struct {
 	UserMetadata                        string
 	EnablePartitioning                  bool
 	EnableBatchedOperations             bool
+	AuthorizationRules                  []AuthorizationRule
+	// ForwardToURI and ForwardDeadLetteredMessagesToURI are the URIs the
+	// forwarding destinations were given as ("" when given as names), kept
+	// for the management API to echo them in the form given.
+	ForwardToURI                     string
+	ForwardDeadLetteredMessagesToURI string
 }
 
 // TopicProperties are the settable properties of a topic (zero = default,
@@ -79,6 +85,7 @@ type TopicProperties struct {
 	EnablePartitioning                  bool
 	EnableBatchedOperations             bool
 	SupportOrdering                     bool
+	AuthorizationRules                  []AuthorizationRule
 }
 
 // SubscriptionProperties are the settable properties of a subscription
@@ -98,6 +105,8 @@ type SubscriptionProperties struct {
 	UserMetadata                              string
 	EnableBatchedOperations                   bool
 	DefaultRule                               *RuleProperties
+	ForwardToURI                              string // as QueueProperties
+	ForwardDeadLetteredMessagesToURI          string
 }
 
 // props is the union of every entity property, the form the broker keeps
@@ -121,38 +130,43 @@ type props struct {
 	EnablePartitioning  bool
 	EnableBatchedOps    bool
 	SupportOrdering     bool
+	AuthRules           []AuthorizationRule // queues and topics
+	ForwardToURI        string
+	ForwardDLToURI      string
 }
 
 func fromQueue(p QueueProperties) props {
 	return props{p.LockDuration, p.MaxSizeInMegabytes, p.RequiresDuplicateDetection, p.DuplicateDetectionHistoryTimeWindow,
 		p.RequiresSession, p.DefaultMessageTimeToLive, p.DeadLetteringOnMessageExpiration, false, p.MaxDeliveryCount, p.Status,
 		p.ForwardTo, p.ForwardDeadLetteredMessagesTo, p.AutoDeleteOnIdle, p.MaxMessageSizeInKilobytes, p.UserMetadata,
-		p.EnablePartitioning, p.EnableBatchedOperations, false}
+		p.EnablePartitioning, p.EnableBatchedOperations, false, p.AuthorizationRules, p.ForwardToURI, p.ForwardDeadLetteredMessagesToURI}
 }
 
 func (p props) queue() QueueProperties {
 	return QueueProperties{p.LockDuration, p.MaxSizeMB, p.DupDetection, p.DupWindow, p.RequiresSession, p.DefaultTTL,
 		p.DLOnExpiration, p.MaxDeliveryCount, p.Status, p.ForwardTo, p.ForwardDLTo, p.AutoDeleteOnIdle, p.MaxMessageSizeKB,
-		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps}
+		p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.AuthRules, p.ForwardToURI, p.ForwardDLToURI}
 }
 
 func fromTopic(p TopicProperties) props {
 	return props{MaxSizeMB: p.MaxSizeInMegabytes, DupDetection: p.RequiresDuplicateDetection,
 		DupWindow: p.DuplicateDetectionHistoryTimeWindow, DefaultTTL: p.DefaultMessageTimeToLive, Status: p.Status,
 		AutoDeleteOnIdle: p.AutoDeleteOnIdle, MaxMessageSizeKB: p.MaxMessageSizeInKilobytes, UserMetadata: p.UserMetadata,
-		EnablePartitioning: p.EnablePartitioning, EnableBatchedOps: p.EnableBatchedOperations, SupportOrdering: p.SupportOrdering}
+		EnablePartitioning: p.EnablePartitioning, EnableBatchedOps: p.EnableBatchedOperations, SupportOrdering: p.SupportOrdering,
+		AuthRules: p.AuthorizationRules}
 }
 
 func (p props) topic() TopicProperties {
 	return TopicProperties{p.MaxSizeMB, p.DupDetection, p.DupWindow, p.DefaultTTL, p.Status, p.AutoDeleteOnIdle,
-		p.MaxMessageSizeKB, p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.SupportOrdering}
+		p.MaxMessageSizeKB, p.UserMetadata, p.EnablePartitioning, p.EnableBatchedOps, p.SupportOrdering, p.AuthRules}
 }
 
 func fromSubscription(p SubscriptionProperties) props {
 	return props{LockDuration: p.LockDuration, RequiresSession: p.RequiresSession, DefaultTTL: p.DefaultMessageTimeToLive,
 		DLOnExpiration: p.DeadLetteringOnMessageExpiration, DLOnFilterException: p.DeadLetteringOnFilterEvaluationExceptions,
 		MaxDeliveryCount: p.MaxDeliveryCount, Status: p.Status, ForwardTo: p.ForwardTo, ForwardDLTo: p.ForwardDeadLetteredMessagesTo,
-		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOps: p.EnableBatchedOperations}
+		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOps: p.EnableBatchedOperations,
+		ForwardToURI: p.ForwardToURI, ForwardDLToURI: p.ForwardDeadLetteredMessagesToURI}
 }
 
 func (p props) subscription() SubscriptionProperties {
@@ -160,7 +174,8 @@ func (p props) subscription() SubscriptionProperties {
 		DefaultMessageTimeToLive: p.DefaultTTL, DeadLetteringOnMessageExpiration: p.DLOnExpiration,
 		DeadLetteringOnFilterEvaluationExceptions: p.DLOnFilterException, MaxDeliveryCount: p.MaxDeliveryCount,
 		Status: p.Status, ForwardTo: p.ForwardTo, ForwardDeadLetteredMessagesTo: p.ForwardDLTo,
-		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOperations: p.EnableBatchedOps}
+		AutoDeleteOnIdle: p.AutoDeleteOnIdle, UserMetadata: p.UserMetadata, EnableBatchedOperations: p.EnableBatchedOps,
+		ForwardToURI: p.ForwardToURI, ForwardDeadLetteredMessagesToURI: p.ForwardDLToURI}
 }
 
 // normalize fills defaults and validates; maxMsgKB is the namespace ceiling.
@@ -219,6 +234,9 @@ func (p *props) normalize(k entityKind, maxMsgKB int64) error {
 	}
 	if p.RequiresSession && p.ForwardTo != "" {
 		return errorf(ErrInvalidArgument, "ForwardTo is not supported on a session-enabled entity")
+	}
+	if err := checkAuthRules(k, p.AuthRules); err != nil {
+		return err
 	}
 	for _, f := range []string{p.ForwardTo, p.ForwardDLTo} {
 		if f != "" {

@@ -36,7 +36,7 @@ type entityRecord struct {
 
 func encodeEntity(r *entityRecord) []byte {
 	e := enc{b: make([]byte, 0, 128)}
-	e.u8(entityRecordV1)
+	e.u8(entityRecordV2)
 	e.u8(uint8(r.kind))
 	e.uv(r.id)
 	e.uv(r.parent)
@@ -62,12 +62,16 @@ func encodeEntity(r *entityRecord) []byte {
 	e.boolean(p.EnablePartitioning)
 	e.boolean(p.EnableBatchedOps)
 	e.boolean(p.SupportOrdering)
+	encodeAuthRules(&e, p.AuthRules) // V2
+	e.str(p.ForwardToURI)
+	e.str(p.ForwardDLToURI)
 	return e.b
 }
 
 func decodeEntity(b []byte) (*entityRecord, error) {
 	d := dec{b: b}
-	if v := d.u8(); v != entityRecordV1 {
+	v := d.u8()
+	if v != entityRecordV1 && v != entityRecordV2 {
 		return nil, fmt.Errorf("%w: entity record version %d", errCorrupt, v)
 	}
 	r := &entityRecord{}
@@ -99,6 +103,11 @@ func decodeEntity(b []byte) (*entityRecord, error) {
 	p.EnablePartitioning = d.boolean()
 	p.EnableBatchedOps = d.boolean()
 	p.SupportOrdering = d.boolean()
+	if v >= entityRecordV2 {
+		p.AuthRules = decodeAuthRules(&d)
+		p.ForwardToURI = d.str()
+		p.ForwardDLToURI = d.str()
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -146,13 +155,15 @@ type RuleProperties struct {
 	Name   string
 	Filter RuleFilter
 	// Action is a SQL rule action ("SET x = 1; REMOVE y"); "" for none.
-	Action    string
-	CreatedAt time.Time // set by the broker
+	Action string
+	// ActionParameters are the action's @name values.
+	ActionParameters map[string]any
+	CreatedAt        time.Time // set by the broker
 }
 
 func encodeRule(r *RuleProperties) ([]byte, error) {
 	e := enc{b: make([]byte, 0, 64)}
-	e.u8(ruleRecordV1)
+	e.u8(ruleRecordV2)
 	e.str(r.Name)
 	e.time(r.CreatedAt)
 	f := &r.Filter
@@ -169,12 +180,16 @@ func encodeRule(r *RuleProperties) ([]byte, error) {
 		return nil, err
 	}
 	e.str(r.Action)
+	if err := e.valueMap(r.ActionParameters); err != nil { // V2
+		return nil, err
+	}
 	return e.b, nil
 }
 
 func decodeRule(b []byte) (*RuleProperties, error) {
 	d := dec{b: b}
-	if v := d.u8(); v != ruleRecordV1 {
+	v := d.u8()
+	if v != ruleRecordV1 && v != ruleRecordV2 {
 		return nil, fmt.Errorf("%w: rule record version %d", errCorrupt, v)
 	}
 	r := &RuleProperties{}
@@ -193,6 +208,9 @@ func decodeRule(b []byte) (*RuleProperties, error) {
 	}
 	c.Properties = d.valueMap()
 	r.Action = d.str()
+	if v >= ruleRecordV2 {
+		r.ActionParameters = d.valueMap()
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -61,7 +61,10 @@ func compileRule(p RuleProperties, newID func() [16]byte) (*rule, error) {
 		if err != nil {
 			return nil, errorf(ErrInvalidArgument, "rule %q: action %q: %v", p.Name, p.Action, err)
 		}
-		r.action = a.WithNewID(newID)
+		if err := checkValues(p.ActionParameters); err != nil {
+			return nil, errorf(ErrInvalidArgument, "rule %q: action parameters: %v", p.Name, err)
+		}
+		r.action = a.WithParameters(p.ActionParameters).WithNewID(newID)
 	}
 	return r, nil
 }

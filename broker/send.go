@@ -312,7 +312,7 @@ func (b *Broker) validateMessage(e *entity, ep *props, m *Message) error {
 	if m.TimeToLive < 0 {
 		return errorf(ErrInvalidArgument, "TimeToLive %v is negative", m.TimeToLive)
 	}
-	if e.kind == kindQueue && ep.RequiresSession && m.SessionID == "" {
+	if e.kind == kindQueue && ep.RequiresSession && m.SessionID == "" && !m.EmptySessionID {
 		return errorf(ErrSessionRequired, "queue %q requires sessions: set a SessionID on every message", e.name)
 	}
 	if err := checkValues(m.Properties); err != nil {
@@ -447,7 +447,7 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 			if i > 0 {
 				cseq = tx.seq(t, 1)
 			}
-			if sp.RequiresSession && c.SessionID == "" {
+			if sp.RequiresSession && c.SessionID == "" && !c.EmptySessionID {
 				if _, err := tx.place(s, c, SubqueueDeadLetter, cseq, "SessionIdIsNull", "Session id is null."); err != nil {
 					return 0, err
 				}
@@ -497,7 +497,7 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		if max := ep.MaxMessageSizeKB * 1024; e.kind == kindQueue && size > max {
 			return 0, errorf(ErrMessageSizeExceeded, "message of %d bytes is larger than the %d bytes %q allows", size, max, e.path())
 		}
-		if ep.RequiresSession && m.SessionID == "" {
+		if ep.RequiresSession && m.SessionID == "" && !m.EmptySessionID {
 			return 0, errorf(ErrSessionRequired, "%q requires sessions: the message has no SessionID", e.path())
 		}
 	}

@@ -319,6 +319,10 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 		}
 		moved[i] = len(w.moves) > n
 	}
+	// A settlement that needs no commit (a release, an abandon in a
+	// dead-letter subqueue) makes its messages available at once: hand them
+	// to consumers with credit now.
+	q.dispatch(w)
 	q.mu.Unlock()
 	if err := b.finish(w); err != nil {
 		for i, r := range reqs {
@@ -394,7 +398,7 @@ func (b *Broker) Complete(ctx context.Context, path string, tokens ...LockToken)
 // Abandon unlocks messages, counting a delivery, after merging props into
 // their application properties. A message that reaches MaxDeliveryCount is
 // dead-lettered (MaxDeliveryCountExceeded); an expired one expires. The
-// AMQP "released" outcome is an Abandon without properties.
+// AMQP "released" outcome is Release, which does not count.
 func (b *Broker) Abandon(ctx context.Context, path string, props map[string]any, tokens ...LockToken) error {
 	if err := checkValues(props); err != nil {
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)

@@ -204,22 +204,17 @@ func connStringField(cs, key string) string {
 }
 
 // replaceEndpoint returns cs with its Endpoint replaced.
-func replaceEndpoint(cs, endpoint string) string {
-	parts := strings.Split(cs, ";")
-	for i, part := range parts {
-		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
-			parts[i] = "Endpoint=" + endpoint
-		}
-	}
-	return strings.Join(parts, ";")
-}
+func replaceEndpoint(cs, endpoint string) string { return replaceField(cs, "Endpoint", endpoint) }
 
 // replaceKey returns cs with its SharedAccessKey replaced.
-func replaceKey(cs, key string) string {
+func replaceKey(cs, key string) string { return replaceField(cs, "SharedAccessKey", key) }
+
+// replaceField returns cs with the value of its field name replaced.
+func replaceField(cs, name, value string) string {
 	parts := strings.Split(cs, ";")
 	for i, part := range parts {
-		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), "SharedAccessKey") {
-			parts[i] = "SharedAccessKey=" + key
+		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), name) {
+			parts[i] = name + "=" + value
 		}
 	}
 	return strings.Join(parts, ";")

@@ -35,6 +35,7 @@ var nodeQueues = map[string]*queueSpec{
 	"sessions":     sessionQueue("node-sessions", admin.QueueProperties{}),
 	"sessionState": sessionQueue("node-session-state", admin.QueueProperties{}),
 	"sessionFifo":  sessionQueue("node-session-fifo", admin.QueueProperties{}),
+	"emptySession": sessionQueue("node-empty-session", admin.QueueProperties{}),
 	"jobs":         sessionQueue("node-jobs", admin.QueueProperties{}),
 	"preflight":    declareQueue("node-preflight", admin.QueueProperties{}),
 }

@@ -83,6 +83,9 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 	if deferred[0].State != azservicebus.MessageStateDeferred {
 		t.Errorf("deferred message has State %v, want Deferred", deferred[0].State)
 	}
+	if deferred[0].DeliveryCount != 2 {
+		t.Errorf("deferred message received by sequence number has DeliveryCount %d, want 2 (receiving it is a second delivery)", deferred[0].DeliveryCount)
+	}
 	if deferred[0].LockedUntil == nil || !deferred[0].LockedUntil.After(time.Now()) {
 		t.Errorf("deferred message LockedUntil %v, want a lock in the future", deferred[0].LockedUntil)
 	}

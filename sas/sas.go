@@ -164,6 +164,19 @@ func signature(key, sr, se string) string {
 // a new one to change the rules.
 type Authorizer struct {
 	rules map[string][]Rule // by key name
+	// entityRules, when set, returns the rules that belong to the entity
+	// a path is in (Rule.Entity set), looked up on every authorization.
+	entityRules func(path string) []Rule
+}
+
+// WithEntityRules returns a copy of a that also accepts the rules of the
+// entity a request is for, as f returns them for its path (normalized);
+// each must have Entity set to the entity it belongs to. Service Bus's
+// queues and topics carry such rules of their own.
+func (a *Authorizer) WithEntityRules(f func(path string) []Rule) *Authorizer {
+	c := *a
+	c.entityRules = f
+	return &c
 }
 
 // NewAuthorizer returns an Authorizer over rules. Key names must be non-empty
@@ -204,11 +217,38 @@ func (a *Authorizer) Authorize(token string, now time.Time, entityPath string, r
 
 // AuthorizeToken is Authorize for a parsed token.
 func (a *Authorizer) AuthorizeToken(t *Token, now time.Time, entityPath string, right Right) error {
+	return a.AuthorizeTokenOnHost(t, now, "", entityPath, right)
+}
+
+// AuthorizeOnHost is Authorize for a request that reached the broker as
+// host (the AMQP open's hostname, the HTTP Host): a token whose sr is that
+// bare host name, without a scheme, covers the whole namespace, as the SDKs
+// sign a shared access signature for a connection string
+// (SharedAccessSignature=…, sr = the fully qualified namespace).
+func (a *Authorizer) AuthorizeOnHost(token string, now time.Time, host, entityPath string, right Right) error {
+	t, err := ParseToken(token)
+	if err != nil {
+		return err
+	}
+	return a.AuthorizeTokenOnHost(t, now, host, entityPath, right)
+}
+
+// AuthorizeTokenOnHost is AuthorizeOnHost for a parsed token.
+func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityPath string, right Right) error {
 	keyName, err := url.QueryUnescape(t.KeyName)
 	if err != nil {
 		return fmt.Errorf("%w: skn %q", ErrMalformed, t.KeyName)
 	}
+	path := NormalizePath(entityPath)
 	candidates := a.rules[keyName]
+	if a.entityRules != nil && path != "" {
+		for _, r := range a.entityRules(path) {
+			if r.KeyName == keyName && r.Entity != "" {
+				r.Entity = NormalizePath(r.Entity)
+				candidates = append(candidates[:len(candidates):len(candidates)], r)
+			}
+		}
+	}
 	if len(candidates) == 0 {
 		return fmt.Errorf("%w: %q", ErrUnknownKey, keyName)
 	}
@@ -235,8 +275,7 @@ func (a *Authorizer) AuthorizeToken(t *Token, now time.Time, entityPath string, 
 	if err != nil {
 		return fmt.Errorf("%w: sr is not URL-encoded", ErrMalformed)
 	}
-	path := NormalizePath(entityPath)
-	if !covers(ResourcePath(res), path) {
+	if !covers(ResourcePathOnHost(res, host), path) {
 		return fmt.Errorf("%w: token resource %q does not cover %q", ErrAudience, res, entityPath)
 	}
 	if rule.Entity != "" && !covers(rule.Entity, path) {
@@ -278,6 +317,46 @@ func ResourcePath(audience string) string {
 		s = s[:i]
 	}
 	return NormalizePath(s)
+}
+
+// ResourcePathOnHost is ResourcePath for a token's resource on a request
+// that reached the broker as host: a resource without a scheme whose first
+// segment is host (compared case-insensitively, with or without the port on
+// either side) names the namespace, and what follows it the entity path.
+// With host empty it is ResourcePath.
+func ResourcePathOnHost(resource, host string) string {
+	if host != "" && !strings.Contains(resource, "://") {
+		first, rest, _ := strings.Cut(resource, "/")
+		if sameHost(first, host) {
+			return ResourcePath(rest)
+		}
+	}
+	return ResourcePath(resource)
+}
+
+// sameHost compares host names, ignoring a port one of them lacks.
+func sameHost(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if strings.EqualFold(a, b) {
+		return true
+	}
+	ha, pa := splitPort(a)
+	hb, pb := splitPort(b)
+	return strings.EqualFold(ha, hb) && (pa == "" || pb == "" || pa == pb)
+}
+
+// splitPort splits "host:port" (or "[v6]:port"); the port is "" when absent.
+func splitPort(h string) (string, string) {
+	i := strings.LastIndexByte(h, ':')
+	if i < 0 || strings.HasSuffix(h, "]") {
+		return strings.Trim(h, "[]"), ""
+	}
+	if strings.Count(h, ":") > 1 && !strings.HasPrefix(h, "[") {
+		return h, "" // a bare IPv6 address
+	}
+	return strings.Trim(h[:i], "[]"), h[i+1:]
 }
 
 // NormalizePath lower-cases an entity path and trims slashes, so paths compare

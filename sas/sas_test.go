@@ -126,3 +126,72 @@ func FuzzParseToken(f *testing.F) {
 		_ = a.AuthorizeToken(tok, now, "orders", Send)
 	})
 }
+
+func TestResourcePathOnHost(t *testing.T) {
+	for _, c := range []struct{ sr, host, want string }{
+		{"ns.servicebus.windows.net", "ns.servicebus.windows.net", ""},
+		{"NS.servicebus.windows.net/Orders", "ns.servicebus.windows.net:5671", "orders"},
+		{"127.0.0.1:5672", "127.0.0.1:5672", ""},
+		{"127.0.0.1:5672", "127.0.0.1", ""},
+		{"127.0.0.1:5672", "127.0.0.1:5673", "127.0.0.1:5672"},  // another port: not this host
+		{"orders.v1", "ns.servicebus.windows.net", "orders.v1"}, // an entity name with a period
+		{"orders.v1", "", "orders.v1"},
+		{"amqp://other/q1", "ns.servicebus.windows.net", "q1"}, // with a scheme the host is not looked at
+		{"[::1]:5672/q", "[::1]", "q"},
+	} {
+		if got := ResourcePathOnHost(c.sr, c.host); got != c.want {
+			t.Errorf("ResourcePathOnHost(%q, %q) = %q, want %q", c.sr, c.host, got, c.want)
+		}
+	}
+}
+
+// A token whose sr is the bare namespace host, as the SDKs sign for a
+// connection string's SharedAccessSignature, covers every entity on a
+// request to that host, and nothing on a request to another.
+func TestAuthorizeBareHost(t *testing.T) {
+	a, err := NewAuthorizer([]Rule{{KeyName: "k", PrimaryKey: "v", Rights: Send}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := Sign("ns.example.net", "k", "v", now.Add(time.Hour))
+	for _, path := range []string{"", "orders", "topic/subscriptions/s"} {
+		if err := a.AuthorizeOnHost(tok, now, "ns.example.net:5671", path, Send); err != nil {
+			t.Errorf("bare-host token on %q: %v", path, err)
+		}
+	}
+	if err := a.AuthorizeOnHost(tok, now, "other.example.net", "orders", Send); !errors.Is(err, ErrAudience) {
+		t.Errorf("bare-host token on another host: %v, want ErrAudience", err)
+	}
+	if err := a.Authorize(tok, now, "orders", Send); !errors.Is(err, ErrAudience) {
+		t.Errorf("bare-host token without a host: %v, want ErrAudience", err)
+	}
+}
+
+// Rules of an entity, looked up per request, authorize requests on that
+// entity (and its subscriptions) only, with their own rights.
+func TestEntityRules(t *testing.T) {
+	base, err := NewAuthorizer([]Rule{{KeyName: "root", PrimaryKey: "r", Rights: Manage}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := base.WithEntityRules(func(path string) []Rule {
+		if path == "orders" || strings.HasPrefix(path, "orders/") {
+			return []Rule{{KeyName: "writer", PrimaryKey: "w", Rights: Send, Entity: "Orders"}}
+		}
+		return nil
+	})
+	tok := Sign("sb://ns/orders", "writer", "w", now.Add(time.Hour))
+	if err := a.Authorize(tok, now, "orders", Send); err != nil {
+		t.Errorf("entity rule on its entity: %v", err)
+	}
+	if err := a.Authorize(tok, now, "orders", Listen); !errors.Is(err, ErrNoRight) {
+		t.Errorf("entity rule without Listen: %v, want ErrNoRight", err)
+	}
+	other := Sign("sb://ns/", "writer", "w", now.Add(time.Hour))
+	if err := a.Authorize(other, now, "payments", Send); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("entity rule on another entity: %v, want ErrUnknownKey", err)
+	}
+	if err := base.Authorize(tok, now, "orders", Send); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("the authorizer without entity rules accepted an entity key: %v", err)
+	}
+}

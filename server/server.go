@@ -69,6 +69,9 @@ type Options struct {
 	StoreURL string
 	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
 	MaxMessageSizeInKilobytes int64
+	// SKU is the namespace's tier as the management API reports it:
+	// "Premium" (default) or "Standard" (see admin.Options.SKU).
+	SKU string
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
 	// Logger receives structured logs; nil discards them.
@@ -164,6 +167,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker: %w", err)
 	}
+	s.auth = s.auth.WithEntityRules(entityRules(s.broker))
 	s.metrics.CollectEntities(s.broker)
 	s.metrics.CollectStore(s.st.Stats)
 	if err := applyEntities(ctx, s.broker, opts.Config); err != nil {
@@ -241,14 +245,15 @@ func (s *Server) serve() error {
 	}
 	if s.httpL != nil {
 		s.http = &http.Server{
-			Handler: admin.NewHandler(admin.Options{
+			Handler: withWebSocket(s.amqp, admin.NewHandler(admin.Options{
 				Broker:     s.broker,
 				Authorizer: s.auth,
 				// Tokens, as above, expire on the real clock.
 				Metrics:     s.metrics,
 				EnablePprof: s.opts.EnablePprof,
+				SKU:         s.opts.SKU,
 				Logger:      s.log.With("component", "admin"),
-			}),
+			})),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.wg.Add(1)

@@ -55,8 +55,34 @@ func (c *conn) authorize(entity string, right sas.Right) error {
 type cbsLink struct{ c *conn }
 
 func (c *conn) attachCBS(r *amqp.Receiver) (amqp.ReceiverHandler, error) {
+	if err := c.takeCBS(0); err != nil {
+		return nil, err
+	}
 	c.h.metrics.LinkAttached("$cbs", false)
 	return cbsLink{c}, nil
+}
+
+// takeCBS counts a $cbs link of one direction (0: the client's sender, 1:
+// its receiver), refusing a second one while the first is attached: Service
+// Bus allows one sender and one receiver on $cbs per connection
+// (Azure/azure-sdk-for-go#20334).
+func (c *conn) takeCBS(dir int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cbsLinks[dir] > 0 {
+		what := [2]string{"sender", "receiver"}[dir]
+		return amqp.NewError(amqp.CondResourceLimitExceeded,
+			"A connection can have only one %s link on the $cbs node; detach the other one first.", what)
+	}
+	c.cbsLinks[dir]++
+	return nil
+}
+
+// releaseCBS uncounts a $cbs link of one direction.
+func (c *conn) releaseCBS(dir int) {
+	c.mu.Lock()
+	c.cbsLinks[dir]--
+	c.mu.Unlock()
 }
 
 // Transfer handles one put-token request.
@@ -75,7 +101,10 @@ func (l cbsLink) Transfer(r *amqp.Receiver, d amqp.Delivery) {
 }
 
 // Detach counts the link's end.
-func (l cbsLink) Detach(*amqp.Receiver, error) { l.c.h.metrics.LinkDetached("$cbs", false) }
+func (l cbsLink) Detach(*amqp.Receiver, error) {
+	l.c.releaseCBS(0)
+	l.c.h.metrics.LinkDetached("$cbs", false)
+}
 
 // settle settles an unsettled delivery, ignoring a link that has gone.
 func settle(d amqp.Delivery, st frames.DeliveryState) {
@@ -111,7 +140,11 @@ func (c *conn) putToken(req *request) (int32, string) {
 			return 400, "put-token requires the token as an amqp-value string body."
 		}
 		var err error
-		if cl, err = c.h.validate(token, resource); err != nil {
+		host := ""
+		if o := c.ac.RemoteOpen(); o != nil {
+			host = o.Hostname
+		}
+		if cl, err = c.h.validate(token, host, resource); err != nil {
 			return 401, err.Error()
 		}
 	}
@@ -127,9 +160,9 @@ func (c *conn) putToken(req *request) (int32, string) {
 	return 202, "Accepted"
 }
 
-// validate checks a SAS token for a resource path (the audience's) and
-// returns the rights it grants.
-func (h *Handler) validate(token, resource string) (claim, error) {
+// validate checks a SAS token for a resource path (the audience's) on a
+// connection opened for host and returns the rights it grants.
+func (h *Handler) validate(token, host, resource string) (claim, error) {
 	t, err := sas.ParseToken(token)
 	if err != nil {
 		return claim{}, err
@@ -138,7 +171,7 @@ func (h *Handler) validate(token, resource string) (claim, error) {
 	var cl claim
 	var first error
 	for _, r := range []sas.Right{sas.Manage, sas.Send, sas.Listen} {
-		if err := h.auth.AuthorizeToken(t, now, resource, r); err != nil {
+		if err := h.auth.AuthorizeTokenOnHost(t, now, host, resource, r); err != nil {
 			if errors.Is(err, sas.ErrExpired) {
 				return claim{}, errors.New("ExpiredToken: The token is expired. Expiration time: " + t.Expiry.UTC().Format(time.RFC3339))
 			}

@@ -18,15 +18,7 @@ func TestDrain(t *testing.T) {
 	e.queue("q", broker.QueueProperties{})
 	mustSend(t, e.client(), "q", &azservicebus.Message{Body: []byte("1")}, &azservicebus.Message{Body: []byte("2")})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := rootSession(t, ctx, e)
 	r, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{Credit: -1, SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
 	if err != nil {
 		t.Fatal(err)
@@ -88,15 +80,7 @@ func TestReleased(t *testing.T) {
 	e.queue("q", broker.QueueProperties{})
 	mustSend(t, e.client(), "q", &azservicebus.Message{Body: []byte("1")})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := rootSession(t, ctx, e)
 	r, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(), Credit: 1})
 	if err != nil {
 		t.Fatal(err)

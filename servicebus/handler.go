@@ -126,6 +126,13 @@ type conn struct {
 	mu      sync.Mutex
 	claims  map[string]claim      // normalized entity path -> claim
 	replies map[string]*replyLink // reply-to address -> the client's reply link
+	// cbsLinks counts the $cbs links attached now, [0] the client's sender
+	// (requests), [1] its receiver (replies): one of each at a time.
+	cbsLinks [2]int
+	// sessLinks are the session receivers by link name: a $management
+	// request naming one as its associated-link-name (the Go SDK's session
+	// peek) is about that link's session.
+	sessLinks map[string]*recvLink
 }
 
 func (h *Handler) connOf(ac *amqp.Conn) *conn {
@@ -139,7 +146,7 @@ func (h *Handler) connOf(ac *amqp.Conn) *conn {
 }
 
 func (h *Handler) newConn(ac *amqp.Conn) *conn {
-	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}}
+	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}}
 	if id, ok := ac.Identity().(plainIdentity); ok {
 		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: expand(id.rule.Rights)}
 	}

@@ -59,7 +59,7 @@ func ingest(raw []byte) (*broker.Message, error) {
 	if props != nil {
 		m.MessageID = idString(props.MessageID)
 		m.CorrelationID = idString(props.CorrelationID)
-		m.SessionID = props.GroupID
+		m.SessionID, m.EmptySessionID = props.GroupID, props.EmptyGroupID
 		m.To = props.To
 		m.ReplyTo = props.ReplyTo
 		m.ReplyToSessionID = props.ReplyToGroupID

@@ -62,8 +62,12 @@ func (l *mgmtLink) peek(ctx context.Context, req *request) (int32, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	hasSID := req.body["session-id"] != nil
+	if !hasSID {
+		sid, hasSID = l.c.linkSession(req)
+	}
 	var msgs []*broker.Message
-	if _, ok := req.body["session-id"]; ok && req.body["session-id"] != nil {
+	if hasSID {
 		msgs, err = l.c.h.b.PeekSession(ctx, l.path(), sid, from, int(count))
 	} else {
 		msgs, err = l.c.h.b.Peek(ctx, l.path(), from, int(count))
@@ -171,8 +175,8 @@ func (l *mgmtLink) schedule(ctx context.Context, req *request) (int32, any, erro
 		if err != nil {
 			return 0, nil, err
 		}
-		if sid, _ := fm.optStr("session-id"); sid != "" {
-			m.SessionID = sid
+		if sid, _ := fm.optStr("session-id"); sid != "" || fm["session-id"] != nil {
+			m.SessionID, m.EmptySessionID = sid, sid == ""
 		}
 		if pk, _ := fm.optStr("partition-key"); pk != "" {
 			m.PartitionKey = pk

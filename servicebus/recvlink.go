@@ -181,11 +181,12 @@ func (l *recvLink) send(m *broker.Message) bool {
 }
 
 // dropLocked gives up a message that cannot be delivered: a locked one is
-// unlocked at once rather than when its lock expires.
+// unlocked at once rather than when its lock expires, and, never having
+// reached the client, it is not counted as a delivery.
 func (l *recvLink) dropLocked(m *broker.Message) {
 	if l.mode == broker.PeekLock {
 		tok := m.LockToken
-		go func() { _ = l.c.h.b.Abandon(context.Background(), l.path, nil, tok) }()
+		go func() { _ = l.c.h.b.Release(context.Background(), l.path, tok) }()
 	}
 }
 
@@ -268,15 +269,16 @@ func isRejected(st frames.DeliveryState) bool {
 }
 
 // settle applies a disposition outcome to a locked message: accepted
-// completes, released and modified abandon (modified with
-// undeliverable-here defers), rejected dead-letters.
+// completes, released returns the message without counting a delivery,
+// modified abandons (modified with undeliverable-here defers), rejected
+// dead-letters.
 func (c *conn) settle(ctx context.Context, path string, tok broker.LockToken, st frames.DeliveryState) error {
 	b := c.h.b
 	switch s := st.(type) {
 	case *frames.Accepted:
 		return b.Complete(ctx, path, tok)
 	case *frames.Released:
-		return b.Abandon(ctx, path, nil, tok)
+		return b.Release(ctx, path, tok)
 	case *frames.Modified:
 		props, err := annotationProps(s.MessageAnnotations)
 		if err != nil {
@@ -352,6 +354,11 @@ func (l *recvLink) Detach(*amqp.Sender, error) {
 	}
 	l.mu.Unlock()
 	l.wakeUp() // the pump sees closed and exits
+	l.c.mu.Lock()
+	if l.c.sessLinks[l.s.Name()] == l {
+		delete(l.c.sessLinks, l.s.Name())
+	}
+	l.c.mu.Unlock()
 	if l.cons != nil {
 		// The outcomes queued before the detach are applied first; only
 		// then is the consumer ended (and its session released), before the

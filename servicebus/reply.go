@@ -78,6 +78,8 @@ func (c *conn) attachReply(s *amqp.Sender, addr Address) (amqp.SenderHandler, er
 	node := "$cbs"
 	if addr.Node == NodeManagement {
 		node = addr.Path() + "/$management"
+	} else if err := c.takeCBS(1); err != nil {
+		return nil, err
 	}
 	l := &replyLink{c: c, s: s, addr: replyTo, node: node}
 	c.mu.Lock()
@@ -130,5 +132,8 @@ func (l *replyLink) Detach(*amqp.Sender, error) {
 		delete(l.c.replies, l.addr)
 	}
 	l.c.mu.Unlock()
+	if l.node == "$cbs" {
+		l.c.releaseCBS(1)
+	}
 	l.c.h.metrics.LinkDetached(l.node, true)
 }

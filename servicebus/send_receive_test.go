@@ -129,15 +129,7 @@ func TestSendRejectsNullAnnotations(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.queue("q", broker.QueueProperties{})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := rootSession(t, ctx, e)
 	snd, err := sess.NewSender(ctx, "q", nil)
 	if err != nil {
 		t.Fatal(err)

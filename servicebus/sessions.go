@@ -98,6 +98,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 		l.cons, err = l.c.h.b.AcceptNextSession(ctx, l.path, 0, opts)
 	}
 	if err == nil {
+		l.register()
 		l.writeSessionReply(l.s.Reply(), req) // in the attach callback
 		l.start()
 		return l, nil
@@ -117,6 +118,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 			return
 		}
 		l.cons = cons
+		l.register()
 		l.start()
 		// The reply is edited by the engine, under its lock: the link may
 		// be refused meanwhile (the client gave up, or the session lock was
@@ -125,6 +127,31 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 		_ = l.s.CompleteAttach(l, func(reply *frames.Attach) { l.writeSessionReply(reply, req) }, nil)
 	}()
 	return nil, amqp.ErrDeferAttach
+}
+
+// linkSession returns the session of the receiver link a $management
+// request names as its associated-link-name, if that is a session receiver
+// of this connection.
+func (c *conn) linkSession(req *request) (string, bool) {
+	name, _ := req.appProps["associated-link-name"].(string)
+	if name == "" {
+		return "", false
+	}
+	c.mu.Lock()
+	l := c.sessLinks[name]
+	c.mu.Unlock()
+	if l == nil || l.cons == nil {
+		return "", false
+	}
+	return l.cons.SessionID(), true
+}
+
+// register makes the session link findable by its name, for the
+// $management requests that name it (peek within the session).
+func (l *recvLink) register() {
+	l.c.mu.Lock()
+	l.c.sessLinks[l.s.Name()] = l
+	l.c.mu.Unlock()
 }
 
 // writeSessionReply writes the attach reply of a session receiver: the

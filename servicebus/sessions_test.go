@@ -175,15 +175,7 @@ func TestSessionLockLostDetaches(t *testing.T) {
 	e := newEnv(t, envOptions{clock: clk})
 	e.queue("sq", broker.QueueProperties{RequiresSession: true, LockDuration: 30 * time.Second})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := rootSession(t, ctx, e)
 	r, err := sess.NewReceiver(ctx, "sq", &goamqp.ReceiverOptions{
 		SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr(),
 		Filters:        []goamqp.LinkFilter{goamqp.NewLinkFilter("com.microsoft:session-filter", 0x137000000C, "s1")},

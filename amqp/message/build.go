@@ -54,7 +54,9 @@ func (f *fields) symbol(s encoding.Symbol) {
 
 func (f *fields) end() []byte { return encoding.EndList(f.dst[:f.keepLen], f.start, f.keepN) }
 
-// AppendHeader appends a header section, omitting trailing default fields.
+// AppendHeader appends a header section. delivery-count is always written
+// (the JavaScript SDK reads it without a default); the fields before it
+// are written as null or their values.
 func AppendHeader(dst []byte, h *Header) []byte {
 	f := beginSection(dst, DescHeader)
 	f.dst = encoding.AppendBool(f.dst, h.Durable)
@@ -74,7 +76,7 @@ func AppendHeader(dst []byte, h *Header) []byte {
 	f.dst = encoding.AppendBool(f.dst, h.FirstAcquirer)
 	f.done(h.FirstAcquirer)
 	f.dst = encoding.AppendUint(f.dst, h.DeliveryCount)
-	f.done(h.DeliveryCount != 0)
+	f.done(true) // always sent: @azure/service-bus reads deliveryCount from it
 	return f.end()
 }
 
@@ -145,7 +147,12 @@ func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
 			f.done(true)
 		}
 	}
-	f.string(p.GroupID)
+	if p.EmptyGroupID && p.GroupID == "" {
+		f.dst = encoding.AppendString(f.dst, "")
+		f.done(true)
+	} else {
+		f.string(p.GroupID)
+	}
 	if p.GroupSequence == 0 {
 		f.null()
 	} else {

@@ -60,6 +60,7 @@ type Properties struct {
 	AbsoluteExpiryTime time.Time
 	CreationTime       time.Time
 	GroupID            string
+	EmptyGroupID       bool   // group-id is present and "" (for Service Bus, session "")
 	GroupSequence      uint32 // 0 = absent
 	ReplyToGroupID     string
 }

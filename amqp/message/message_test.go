@@ -92,10 +92,12 @@ func TestHeaderDefaults(t *testing.T) {
 	if want := (&Header{Priority: 4}); !reflect.DeepEqual(p.Header, want) {
 		t.Errorf("empty header = %#v", p.Header)
 	}
-	if got := AppendHeader(nil, &Header{Priority: 4}); !bytes.Equal(got, []byte{0x00, 0x53, 0x70, 0x45}) {
+	// delivery-count is always written, also when 0: @azure/service-bus
+	// reads deliveryCount from it and gets undefined when it is omitted.
+	if got := AppendHeader(nil, &Header{Priority: 4}); !bytes.Equal(got, []byte{0x00, 0x53, 0x70, 0xc0, 0x06, 0x05, 0x42, 0x40, 0x40, 0x42, 0x43}) {
 		t.Errorf("default header encodes as % x", got)
 	}
-	if got := AppendHeader(nil, &Header{Durable: true, Priority: 4}); !bytes.Equal(got, []byte{0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41}) {
+	if got := AppendHeader(nil, &Header{Durable: true, Priority: 4}); !bytes.Equal(got, []byte{0x00, 0x53, 0x70, 0xc0, 0x06, 0x05, 0x41, 0x40, 0x40, 0x42, 0x43}) {
 		t.Errorf("durable header encodes as % x", got)
 	}
 }
@@ -400,5 +402,28 @@ func TestSplitGoAMQPBatch(t *testing.T) {
 	}
 	if d, _ := mustParse(t, got[0]).ApplicationProperties["when"].(*encoding.Described); d == nil || d.Value != int64(638000000000000000) {
 		t.Errorf("described application property lost")
+	}
+}
+
+// A group-id of "" (Service Bus session "") survives a parse and a build,
+// and differs from an absent one.
+func TestEmptyGroupID(t *testing.T) {
+	withEmpty, err := AppendProperties(nil, &Properties{EmptyGroupID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := AppendProperties(nil, &Properties{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(withEmpty, without) {
+		t.Fatalf("an empty group-id encodes like an absent one: % x", withEmpty)
+	}
+	p := mustParse(t, withEmpty)
+	if p.Properties == nil || !p.Properties.EmptyGroupID || p.Properties.GroupID != "" {
+		t.Fatalf("parsed %+v, want EmptyGroupID", p.Properties)
+	}
+	if p := mustParse(t, without); p.Properties != nil && p.Properties.EmptyGroupID {
+		t.Fatalf("an absent group-id parsed as empty")
 	}
 }

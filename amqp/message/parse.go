@@ -361,6 +361,7 @@ func decodeProperties(d *encoding.Decoder) (*Properties, error) {
 		if p.GroupID, err = f.d.ReadString(); err != nil {
 			return nil, fieldErr("group-id", err)
 		}
+		p.EmptyGroupID = p.GroupID == ""
 	}
 	if f.next() {
 		if p.GroupSequence, err = f.d.ReadUint32(); err != nil {

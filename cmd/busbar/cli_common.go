@@ -18,6 +18,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // exitNotFound is the exit code of a command whose entity, rule, session or
@@ -92,6 +93,10 @@ var detailRE = regexp.MustCompile(`(?s)<Detail>(.*?)</Detail>`)
 // the broker's explanation.
 func describe(err error) string {
 	msg := err.Error()
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) && amqpErr != nil {
+		return strings.Replace(msg, amqpErr.Error(), amqpSentence(amqpErr), 1)
+	}
 	var respErr *azcore.ResponseError
 	if !errors.As(err, &respErr) || respErr.RawResponse == nil {
 		return msg
@@ -103,6 +108,20 @@ func describe(err error) string {
 		}
 	}
 	return strings.Replace(msg, respErr.Error(), short, 1)
+}
+
+// amqpSentence renders a broker's AMQP error as its description, a
+// sentence, followed by the Service Bus condition, instead of the AMQP
+// library's rendering of the error struct.
+func amqpSentence(e *amqp.Error) string {
+	d := strings.TrimSpace(e.Description)
+	switch {
+	case d == "":
+		d = "The broker refused the operation."
+	case !strings.HasSuffix(d, ".") && !strings.HasSuffix(d, "!") && !strings.HasSuffix(d, "?"):
+		d += "."
+	}
+	return fmt.Sprintf("%s (Service Bus condition %s)", d, e.Condition)
 }
 
 // cliError carries an exit code (and, for usage errors, a hint naming the

@@ -235,18 +235,13 @@ busbar receive orders --dlq --count 5`}
 		if f.count < 1 {
 			return usageErrorf("--count must be at least 1")
 		}
-		set := s.set
+		useSession, id, err := sessionFlags(s.set, f.session, f.nextSession, f.dlq)
+		if err != nil {
+			return err
+		}
 		var r msgReceiver
 		switch {
-		case set["session"] && f.nextSession:
-			return usageErrorf("--session and --next-session: give one")
-		case (set["session"] || f.nextSession) && f.dlq:
-			return usageErrorf("the dead-letter queue has no sessions: drop --session/--next-session")
-		case set["session"] || f.nextSession:
-			var id *string
-			if set["session"] {
-				id = &f.session
-			}
+		case useSession:
 			actx, cancel := context.WithTimeout(s.ctx, f.wait)
 			sr, err := s.sessionReceiver(actx, e, id, mode)
 			cancel()
@@ -327,12 +322,14 @@ func peekCommand(env *cliEnv, args []string) error {
 		examples: `busbar peek orders
 busbar peek orders --from-seq 1200 --count 50
 busbar peek events --subscription audit --json
-busbar peek orders --dlq`}
+busbar peek orders --dlq
+busbar peek payments --session customer-7
+busbar peek payments --next-session`}
 	var (
-		sub      string
-		from     int64
-		count    int
-		dlq, raw bool
+		sub, session      string
+		from              int64
+		count             int
+		dlq, raw, nextSes bool
 	)
 	return dataCommand(env, c, args, 1, 1, defaultTimeout, func(fs *flagSet) {
 		fs.StringVar(&sub, "subscription", "", "the topic's subscription to peek")
@@ -340,8 +337,19 @@ busbar peek orders --dlq`}
 		fs.IntVar(&count, "count", 10, "peek at most this many messages")
 		fs.BoolVar(&dlq, "dlq", false, "peek the dead-letter queue")
 		fs.BoolVar(&raw, "body-only", false, "print only the bodies, one per line")
+		fs.StringVar(&session, "session", "", "peek this session's messages (session-enabled entities)")
+		fs.BoolVar(&nextSes, "next-session", false, "peek the messages of the next session with messages")
 	}, func(s *dataSession, pos []string) error {
-		msgs, err := s.peek(pos[0], sub, from, count, dlq)
+		useSession, id, err := sessionFlags(s.set, session, nextSes, dlq)
+		if err != nil {
+			return err
+		}
+		var msgs []*azservicebus.ReceivedMessage
+		if useSession {
+			msgs, err = s.peekSession(pos[0], sub, id, from, count)
+		} else {
+			msgs, err = s.peek(pos[0], sub, from, count, dlq)
+		}
 		if err != nil {
 			return err
 		}
@@ -377,6 +385,45 @@ func (s *dataSession) peek(entity, sub string, from int64, count int, dlq bool) 
 			what = "the dead-letter queue of " + what
 		}
 		return nil, fmt.Errorf("peeking %s: %w", what, err)
+	}
+	return msgs, nil
+}
+
+// sessionFlags checks --session / --next-session (set: the flags given) and
+// says whether to use a session, and which (nil: the next one).
+func sessionFlags(set map[string]bool, session string, next, dlq bool) (bool, *string, error) {
+	switch {
+	case set["session"] && next:
+		return false, nil, usageErrorf("--session and --next-session: give one")
+	case (set["session"] || next) && dlq:
+		return false, nil, usageErrorf("the dead-letter queue has no sessions: drop --session/--next-session")
+	case set["session"]:
+		return true, &session, nil
+	}
+	return next, nil, nil
+}
+
+// peekSession peeks within one session (id, or the next one with messages
+// when id is nil). Accepting the session locks it while the peek runs.
+func (s *dataSession) peekSession(entity, sub string, id *string, from int64, count int) ([]*azservicebus.ReceivedMessage, error) {
+	e, err := parseEntity(entity, sub)
+	if err != nil {
+		return nil, err
+	}
+	if count < 1 {
+		return nil, usageErrorf("--count must be at least 1")
+	}
+	sr, err := s.sessionReceiver(s.ctx, e, id, azservicebus.ReceiveModePeekLock)
+	if err != nil {
+		if id == nil && isTimeoutCode(err) {
+			return nil, nil // no session has messages
+		}
+		return nil, fmt.Errorf("accepting a session of %s: %w", e, err)
+	}
+	defer func() { _ = sr.Close(context.Background()) }()
+	msgs, err := peekMessages(s.ctx, sr, from, count, nil)
+	if err != nil {
+		return nil, fmt.Errorf("peeking session %q of %s: %w", sr.SessionID(), e, err)
 	}
 	return msgs, nil
 }

@@ -43,6 +43,7 @@ type serveFlags struct {
 	tlsCert, tlsKey                                           string
 	selfSigned, pprof, httpTLS                                bool
 	maxMessageKB                                              int64
+	sku                                                       string
 	logLevel, logFormat                                       string
 	shutdownTimeout                                           time.Duration
 }
@@ -75,6 +76,7 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
+	str(&f.sku, "sku", "BUSBAR_SKU", "Premium", "namespace tier: Premium (1 MB messages by default) or Standard (256 KB messages)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
 	return fs
 }
@@ -133,6 +135,20 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB}
+	switch strings.ToLower(f.sku) {
+	case "premium", "":
+	case "standard":
+		opts.SKU = "Standard"
+		// Service Bus Standard: 256 KB messages, not configurable.
+		if f.maxMessageKB > standardMaxMessageKB {
+			return opts, fmt.Errorf("--max-message-size-kb %d: a Standard namespace allows messages of at most %d KB (use --sku Premium)", f.maxMessageKB, standardMaxMessageKB)
+		}
+		if f.maxMessageKB == 0 {
+			opts.MaxMessageSizeInKilobytes = standardMaxMessageKB
+		}
+	default:
+		return opts, fmt.Errorf("--sku %q: want Standard or Premium", f.sku)
+	}
 	var bb config.Busbar
 	if f.configPath != "" {
 		cfg, err := config.Load(f.configPath)
@@ -173,6 +189,9 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	}
 	return opts, nil
 }
+
+// standardMaxMessageKB is the message size limit of a Standard namespace.
+const standardMaxMessageKB = 256
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level

@@ -20,7 +20,7 @@ test("send and receive in peek-lock mode, then complete", { timeout: TEST_TIMEOU
   assert.equal(m.messageId, "m-1");
   assert.equal(m.subject, "greeting");
   assert.deepEqual(m.applicationProperties, { n: 7, ok: true });
-  assert.equal(m.deliveryCount ?? 0, 0, "@azure/service-bus reports the first delivery as deliveryCount 0 (or none)");
+  assert.strictEqual(m.deliveryCount, 0, "the header always carries delivery-count: a first delivery is 0, not undefined");
   assert.ok(m.lockToken, "a peek-lock delivery has a lock token");
   assert.ok(m.lockedUntilUtc > new Date(), "lockedUntilUtc is in the future");
   assert.ok(m.sequenceNumber, "a sequence number");
@@ -73,6 +73,7 @@ test("scheduleMessages and cancelScheduledMessages", { timeout: TEST_TIMEOUT }, 
   assert.deepEqual(bodies(peeked), ["keep", "cancel"]);
   for (const m of peeked) {
     assert.equal(m.state, "scheduled");
+    assert.strictEqual(m.deliveryCount, 0, "a peeked scheduled message carries delivery-count 0");
     assert.equal(m.scheduledEnqueueTimeUtc.getTime(), later.getTime());
   }
   assert.equal(peeked[0].sequenceNumber.toString(), keep.toString());
@@ -126,6 +127,7 @@ test("defer, then receiveDeferredMessages", { timeout: TEST_TIMEOUT }, async () 
   const [deferred] = await receiver.receiveDeferredMessages([first.sequenceNumber]);
   assert.equal(deferred.body, "later");
   assert.equal(deferred.state, "deferred");
+  assert.strictEqual(deferred.deliveryCount, 1, "receiving a deferred message is a delivery: one earlier delivery, so 1");
   await receiver.completeMessage(deferred);
   assert.deepEqual(await peekAll(receiver), []);
   await receiver.close();
@@ -166,7 +168,7 @@ test("peekMessages reads in order without locking", { timeout: TEST_TIMEOUT }, a
   const from = await receiver.peekMessages(10, { fromSequenceNumber: firstTwo[1].sequenceNumber });
   assert.deepEqual(bodies(from), ["p1", "p2"]);
   const got = await receiveN(receiver, 3);
-  for (const m of got) assert.equal(m.deliveryCount ?? 0, 0, "peeking is not a delivery");
+  for (const m of got) assert.strictEqual(m.deliveryCount, 0, "peeking is not a delivery, and the header carries delivery-count 0");
   for (const m of got) await receiver.completeMessage(m);
   await receiver.close();
   await sender.close();
@@ -224,7 +226,7 @@ test("receiveMessages returns what is there and drains its credit", { timeout: T
   await sender.sendMessages({ body: "d3" });
   const [m] = await receiveN(receiver, 1);
   assert.equal(m.body, "d3");
-  assert.equal(m.deliveryCount ?? 0, 0, "d3 was not delivered earlier on leftover credit");
+  assert.strictEqual(m.deliveryCount, 0, "d3 was not delivered earlier on leftover credit");
   await receiver.completeMessage(m);
   await receiver.close();
   await sender.close();

@@ -96,3 +96,14 @@ test("FIFO per session through subscribe() on a session receiver", { timeout: TE
   }
   await sender.close();
 });
+
+test('"" is a session id: a session-enabled queue takes it (and refuses a message without one)', { timeout: TEST_TIMEOUT }, async () => {
+  // @azure/service-bus 7.9.5 cannot accept session "" itself: it treats a
+  // falsy session id in the attach answer as "no session" (createRheaLink),
+  // so the Go suite (TestEmptySessionID) receives it; here the send side.
+  const q = entity("emptySession");
+  const sender = client.createSender(q);
+  await sender.sendMessages({ body: "e1", sessionId: "" });
+  await assert.rejects(sender.sendMessages({ body: "none" }), /session/i, "a message without a session id is refused");
+  await sender.close();
+});

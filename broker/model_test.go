@@ -1,0 +1,1235 @@
+package broker
+
+// A model-based test: seeded random sequences of broker operations
+// (sends, schedules, receives, settlements with good and bad lock tokens,
+// deferral, sessions, clock advances, restarts, purges) run against a
+// broker over memstore with a fake clock and, side by side, against a
+// small reference model of where every message is. After every step the
+// broker's observable state (Peek of each subqueue, runtime counts, session
+// list and state) must equal the model's, and checkInvariants must pass.
+//
+// go test -run TestModel ./broker runs a short campaign; longer ones:
+//
+//	BUSBAR_MODEL_STEPS=5000 BUSBAR_MODEL_SEEDS=200 go test -race -run TestModel ./broker
+//	BUSBAR_MODEL_SEED=17 go test -run TestModel ./broker   # replay one seed
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/store/memstore"
+)
+
+var bg = context.Background()
+
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
+}
+
+func TestModel(t *testing.T) {
+	seeds := envInt(t, "BUSBAR_MODEL_SEEDS", 24)
+	steps := envInt(t, "BUSBAR_MODEL_STEPS", 120)
+	first := 1
+	if s := os.Getenv("BUSBAR_MODEL_SEED"); s != "" {
+		first, seeds = envInt(t, "BUSBAR_MODEL_SEED", 1), 1
+	}
+	for seed := first; seed < first+seeds; seed++ {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			r := newModelRun(t, uint64(seed))
+			for r.step = 1; r.step <= steps; r.step++ {
+				r.randomOp()
+				r.verify()
+			}
+		})
+	}
+}
+
+// modelKnownBugs, when set, lets the generator produce the operations of
+// known broker bugs (see TestSettleMultiTokenAtomic). Off by default so
+// that the campaign keeps finding new ones.
+var modelKnownBugs = os.Getenv("BUSBAR_MODEL_KNOWN_BUGS") == "1"
+
+// mMsg is the model of one message.
+type mMsg struct {
+	id      string // MessageID; the body is id + padding
+	body    string
+	ent     *mEnt
+	sub     Subqueue
+	state   MessageState
+	deliv   uint32
+	seq     int64 // 0 until learned
+	session string
+	ttl     time.Duration // effective TTL (InfiniteTTL: none)
+	expires int64         // 0: never
+	sched   int64         // scheduled enqueue time (scheduled messages)
+	k       string        // application property "k" ("" = absent)
+	reason  string        // DeadLetterReason ("" = absent)
+
+	token       LockToken
+	lockedUntil int64 // 0: unlocked
+	sc          *mSC  // the session consumer holding the lock; nil for a plain lock
+}
+
+func (m *mMsg) locked() bool { return m.lockedUntil != 0 }
+
+// available reports whether a receiver could get m now.
+func (m *mMsg) available() bool { return m.state == StateActive && !m.locked() }
+
+// mEnt is the model of one queue.
+type mEnt struct {
+	name     string
+	sessions bool
+	lockDur  time.Duration
+	maxDeliv uint32
+	defTTL   time.Duration
+	dlOnExp  bool
+	msgs     map[string]*mMsg
+	maxSeq   int64
+	sess     map[string]*mSess
+}
+
+// mSess is the model of one session of a session queue.
+type mSess struct {
+	id          string
+	state       []byte
+	owner       *mSC
+	lockedUntil int64
+}
+
+// mSC is a session consumer.
+type mSC struct {
+	c    *Consumer
+	sink *sink
+	ent  *mEnt
+	s    *mSess
+}
+
+type modelRun struct {
+	t     *testing.T
+	seed  uint64
+	rng   *rand.Rand
+	st    *memstore.Store
+	clk   *clock.Fake
+	b     *Broker
+	opens int
+	step  int
+
+	ents   []*mEnt
+	nextID int
+	stale  []LockToken // tokens whose lock ended
+	open   []*mSC      // session consumers holding their session
+	log    []string
+}
+
+func newModelRun(t *testing.T, seed uint64) *modelRun {
+	r := &modelRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), st: memstore.New(), clk: clock.NewFake(t0)}
+	r.openBroker()
+	r.ents = []*mEnt{
+		{name: "mq", lockDur: 30 * time.Second, maxDeliv: 3, defTTL: 5 * time.Minute, dlOnExp: true},
+		{name: "ms", sessions: true, lockDur: 20 * time.Second, maxDeliv: 4, defTTL: InfiniteTTL},
+	}
+	for _, e := range r.ents {
+		e.msgs, e.sess = map[string]*mMsg{}, map[string]*mSess{}
+		err := r.b.CreateQueue(bg, e.name, QueueProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
+			DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp, RequiresSession: e.sessions,
+			MaxMessageSizeInKilobytes: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func (r *modelRun) openBroker() {
+	r.opens++
+	var key [32]byte
+	binary.LittleEndian.PutUint64(key[:], r.seed)
+	binary.LittleEndian.PutUint64(key[8:], uint64(r.opens))
+	b, err := Open(bg, r.st, Options{Clock: r.clk, Rand: seededRand{rand.NewChaCha8(key)}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		r.t.Fatalf("seed %d: Open: %v", r.seed, err)
+	}
+	r.b = b
+	r.t.Cleanup(func() { b.Close() })
+}
+
+func (r *modelRun) now() int64 { return r.clk.Now().UnixNano() }
+
+// logf records an operation for the failure report.
+func (r *modelRun) logf(format string, args ...any) {
+	r.log = append(r.log, fmt.Sprintf("%d @%v: ", r.step, time.Duration(r.now()-t0.UnixNano()))+fmt.Sprintf(format, args...))
+}
+
+func (r *modelRun) failf(format string, args ...any) {
+	r.t.Helper()
+	from := max(0, len(r.log)-40)
+	r.t.Fatalf("seed %d, step %d: %s\nlast operations:\n  %s\n(replay: BUSBAR_MODEL_SEED=%d go test -run TestModel ./broker)",
+		r.seed, r.step, fmt.Sprintf(format, args...), strings.Join(r.log[from:], "\n  "), r.seed)
+}
+
+// wantErr checks an operation's error against the model's expectation
+// (nil: success).
+func (r *modelRun) wantErr(op string, got, want error) {
+	r.t.Helper()
+	switch {
+	case want == nil && got != nil:
+		r.failf("%s: unexpected error %v", op, got)
+	case want != nil && !errors.Is(got, want):
+		r.failf("%s: error %v, want %v", op, got, want)
+	}
+}
+
+func (r *modelRun) pick(n int) int { return r.rng.IntN(n) }
+func (r *modelRun) chance(p float64) bool { return r.rng.Float64() < p }
+
+func (r *modelRun) ent() *mEnt { return r.ents[r.pick(len(r.ents))] }
+
+// ---- model transitions ----
+
+func (r *modelRun) unlock(m *mMsg) {
+	if !m.locked() {
+		return
+	}
+	r.stale = append(r.stale, m.token)
+	if len(r.stale) > 64 {
+		r.stale = r.stale[1:]
+	}
+	m.token, m.lockedUntil, m.sc = LockToken{}, 0, nil
+}
+
+func (r *modelRun) drop(m *mMsg) {
+	r.unlock(m)
+	delete(m.ent.msgs, m.id)
+}
+
+func (r *modelRun) deadLetter(m *mMsg, reason string) {
+	r.unlock(m)
+	m.sub, m.state = SubqueueDeadLetter, StateActive
+	if reason != "" {
+		m.reason = reason
+	}
+}
+
+func (r *modelRun) expire(m *mMsg) {
+	if m.ent.dlOnExp {
+		r.deadLetter(m, ReasonTTLExpired)
+	} else {
+		r.drop(m)
+	}
+}
+
+// failed is a delivery that ended without settlement (abandon, lock
+// expiry): the broker's delivery-count rules.
+func (r *modelRun) failed(m *mMsg, k string, count bool) {
+	d := m.deliv
+	if m.sub == SubqueueMain && count {
+		d++
+	}
+	r.unlock(m)
+	if k != "" {
+		m.k = k
+	}
+	m.deliv = d
+	switch {
+	case m.sub == SubqueueMain && d >= m.ent.maxDeliv:
+		r.deadLetter(m, ReasonMaxDeliveryCountExceeded)
+	case m.sub == SubqueueMain && m.state == StateActive && m.expires != 0 && m.expires <= r.now():
+		r.expire(m)
+	}
+}
+
+// releaseSession ends sc's hold on its session.
+func (r *modelRun) releaseSession(sc *mSC, expired bool) {
+	for _, m := range sortedMsgs(sc.ent, func(m *mMsg) bool { return m.sc == sc }) {
+		if expired {
+			r.failed(m, "", true)
+		} else {
+			r.unlock(m)
+		}
+	}
+	sc.s.owner, sc.s.lockedUntil = nil, 0
+	r.open = slices.DeleteFunc(r.open, func(x *mSC) bool { return x == sc })
+}
+
+// sortedMsgs returns e's messages matching f by sequence number (unknown
+// sequence numbers last, by id).
+func sortedMsgs(e *mEnt, f func(*mMsg) bool) []*mMsg {
+	var out []*mMsg
+	for _, m := range e.msgs {
+		if f(m) {
+			out = append(out, m)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if (a.seq == 0) != (b.seq == 0) {
+			return b.seq == 0
+		}
+		if a.seq != b.seq {
+			return a.seq < b.seq
+		}
+		return a.id < b.id
+	})
+	return out
+}
+
+func (r *modelRun) expiryFrom(base int64, ttl time.Duration) int64 {
+	if ttl >= InfiniteTTL {
+		return 0
+	}
+	return base + int64(ttl)
+}
+
+// nextEvent returns the earliest time something happens by itself.
+func (r *modelRun) nextEvent() (int64, bool) {
+	var t int64
+	ok := false
+	at := func(x int64) {
+		if !ok || x < t {
+			t, ok = x, true
+		}
+	}
+	for _, e := range r.ents {
+		for _, m := range e.msgs {
+			switch {
+			case m.locked() && m.sc == nil:
+				at(m.lockedUntil)
+			case m.state == StateScheduled:
+				at(m.sched)
+			case m.available() && m.sub == SubqueueMain && m.expires != 0:
+				at(m.expires)
+			}
+		}
+		for _, s := range e.sess {
+			if s.owner != nil {
+				at(s.lockedUntil)
+			}
+		}
+	}
+	return t, ok
+}
+
+// fireEvents applies everything due at or before now.
+func (r *modelRun) fireEvents() {
+	now := r.now()
+	for _, e := range r.ents {
+		for _, s := range sortedSessions(e) {
+			if s.owner != nil && s.lockedUntil <= now {
+				r.logf("model: session %s/%s lock expires", e.name, s.id)
+				r.releaseSession(s.owner, true)
+			}
+		}
+		for _, m := range sortedMsgs(e, func(*mMsg) bool { return true }) {
+			switch {
+			case m.locked() && m.sc == nil && m.lockedUntil <= now:
+				r.logf("model: lock of %s expires", m.id)
+				r.failed(m, "", true)
+			case m.state == StateScheduled && m.sched <= now:
+				r.logf("model: %s activates", m.id)
+				m.state, m.seq = StateActive, 0 // a new sequence number, learned by verify
+				m.expires = r.expiryFrom(now, m.ttl)
+			}
+		}
+		for _, m := range sortedMsgs(e, func(*mMsg) bool { return true }) {
+			if m.available() && m.sub == SubqueueMain && m.expires != 0 && m.expires <= now {
+				r.logf("model: %s expires", m.id)
+				r.expire(m)
+			}
+		}
+	}
+}
+
+func sortedSessions(e *mEnt) []*mSess {
+	out := slices.Collect(maps.Values(e.sess))
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (e *mEnt) session(id string) *mSess {
+	s := e.sess[id]
+	if s == nil {
+		s = &mSess{id: id}
+		e.sess[id] = s
+	}
+	return s
+}
+
+// ---- operations ----
+
+func (r *modelRun) randomOp() {
+	type op struct {
+		w  int
+		fn func()
+	}
+	ops := []op{
+		{14, r.opSend},
+		{4, r.opSchedule},
+		{3, r.opCancel},
+		{12, r.opReceive},
+		{5, r.opAccept},
+		{8, r.opSessionReceive},
+		{3, r.opSessionClose},
+		{3, r.opSessionState},
+		{3, r.opSessionRenew},
+		{18, r.opSettle},
+		{4, r.opRenew},
+		{5, r.opReceiveDeferred},
+		{10, r.opAdvance},
+		{2, r.opRestart},
+		{2, r.opPurge},
+	}
+	total := 0
+	for _, o := range ops {
+		total += o.w
+	}
+	n := r.pick(total)
+	for _, o := range ops {
+		if n < o.w {
+			o.fn()
+			return
+		}
+		n -= o.w
+	}
+}
+
+var sessionIDs = []string{"a", "b", "c", "d"}
+
+// newMsg makes a valid message for e and its model (not yet added).
+func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
+	r.nextID++
+	id := fmt.Sprintf("m%d", r.nextID)
+	body := id + ":" + strings.Repeat("x", r.pick(40))
+	msg := &Message{MessageID: id, Body: []byte(body)}
+	mm := &mMsg{id: id, body: body, ent: e}
+	if e.sessions {
+		msg.SessionID = sessionIDs[r.pick(len(sessionIDs))]
+		mm.session = msg.SessionID
+	}
+	if r.chance(0.4) {
+		msg.TimeToLive = time.Duration(5+r.pick(180)) * time.Second
+	}
+	mm.ttl = msg.TimeToLive
+	if mm.ttl <= 0 || mm.ttl > e.defTTL {
+		mm.ttl = e.defTTL
+	}
+	return msg, mm
+}
+
+// invalidMsg makes a message Send must refuse, and says why.
+func (r *modelRun) invalidMsg(e *mEnt) (*Message, string) {
+	msg, _ := r.newMsg(e)
+	switch k := r.pick(4); {
+	case k == 0:
+		msg.TimeToLive = -time.Second
+		return msg, "negative TTL"
+	case k == 1:
+		msg.Body = make([]byte, 1025)
+		return msg, "body too large"
+	case k == 2 && e.sessions:
+		msg.SessionID = ""
+		return msg, "no session id"
+	default:
+		msg.MessageID = strings.Repeat("i", MaxIDLength+1)
+		return msg, "message id too long"
+	}
+}
+
+// place adds sent messages to the model: active now or scheduled at sched.
+func (r *modelRun) place(ms []*mMsg, sched int64) {
+	now := r.now()
+	for _, m := range ms {
+		if sched > now {
+			m.state, m.sched = StateScheduled, sched
+			m.expires = r.expiryFrom(sched, m.ttl)
+		} else {
+			m.expires = r.expiryFrom(now, m.ttl)
+		}
+		m.ent.msgs[m.id] = m
+	}
+}
+
+// batch makes 1-3 messages, one of them invalid with probability 0.12.
+func (r *modelRun) batch(e *mEnt) ([]*Message, []*mMsg, string) {
+	n := 1 + r.pick(3)
+	var msgs []*Message
+	var model []*mMsg
+	for range n {
+		msg, mm := r.newMsg(e)
+		msgs, model = append(msgs, msg), append(model, mm)
+	}
+	why := ""
+	if r.chance(0.12) {
+		bad, w := r.invalidMsg(e)
+		i := r.pick(n + 1)
+		msgs = slices.Insert(msgs, i, bad)
+		why = fmt.Sprintf("message %d invalid (%s)", i, w)
+	}
+	return msgs, model, why
+}
+
+func ids(ms []*mMsg) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.id
+	}
+	return out
+}
+
+func (r *modelRun) opSend() {
+	e := r.ent()
+	msgs, model, why := r.batch(e)
+	var sched int64
+	if r.chance(0.15) {
+		at := r.clk.Now().Add(time.Duration(1+r.pick(120)) * time.Second)
+		for _, m := range msgs {
+			m.ScheduledEnqueueTime = at
+		}
+		sched = at.UnixNano()
+	}
+	r.logf("Send %s %v sched=%v %s", e.name, ids(model), sched != 0, why)
+	err := r.b.Send(bg, e.name, msgs)
+	if why != "" {
+		if err == nil {
+			r.failf("Send with %s succeeded", why)
+		}
+		return
+	}
+	r.wantErr("Send", err, nil)
+	r.place(model, sched)
+}
+
+func (r *modelRun) opSchedule() {
+	e := r.ent()
+	msgs, model, why := r.batch(e)
+	at := r.clk.Now().Add(time.Duration(1+r.pick(120)) * time.Second)
+	if r.chance(0.05) {
+		at, why = time.Time{}, "zero schedule time"
+	}
+	r.logf("Schedule %s %v %s", e.name, ids(model), why)
+	seqs, err := r.b.Schedule(bg, e.name, at, msgs)
+	if why != "" {
+		if err == nil {
+			r.failf("Schedule with %s succeeded", why)
+		}
+		return
+	}
+	r.wantErr("Schedule", err, nil)
+	if len(seqs) != len(model) {
+		r.failf("Schedule returned %d sequence numbers for %d messages", len(seqs), len(model))
+	}
+	r.place(model, at.UnixNano())
+	for i, m := range model {
+		r.learn(m, seqs[i])
+	}
+}
+
+// learn records the sequence number the broker gave m.
+func (r *modelRun) learn(m *mMsg, seq int64) {
+	if seq <= m.ent.maxSeq {
+		r.failf("%s got sequence number %d, not above %d, the highest already seen in %s", m.id, seq, m.ent.maxSeq, m.ent.name)
+	}
+	m.seq = seq
+	m.ent.maxSeq = seq
+}
+
+func (r *modelRun) opCancel() {
+	e := r.ent()
+	sched := sortedMsgs(e, func(m *mMsg) bool { return m.state == StateScheduled })
+	var seqs []int64
+	var hit []*mMsg
+	for _, m := range sched {
+		if r.chance(0.5) {
+			seqs, hit = append(seqs, m.seq), append(hit, m)
+		}
+	}
+	bad := len(seqs) == 0 || r.chance(0.15)
+	if bad {
+		others := sortedMsgs(e, func(m *mMsg) bool { return m.state != StateScheduled && m.seq != 0 })
+		if len(others) > 0 && r.chance(0.5) {
+			seqs = append(seqs, others[r.pick(len(others))].seq)
+		} else {
+			seqs = append(seqs, e.maxSeq+1000)
+		}
+		r.rng.Shuffle(len(seqs), func(i, j int) { seqs[i], seqs[j] = seqs[j], seqs[i] })
+	}
+	r.logf("CancelScheduled %s %v (bad %v)", e.name, seqs, bad)
+	err := r.b.CancelScheduled(bg, e.name, seqs)
+	if bad {
+		r.wantErr("CancelScheduled", err, ErrMessageNotFound)
+		return
+	}
+	r.wantErr("CancelScheduled", err, nil)
+	for _, m := range hit {
+		r.drop(m)
+	}
+}
+
+// deliverable returns what a receiver of e's subqueue sub (and session s,
+// for session queues) gets for credit n, expiring the due messages it
+// passes, as dispatch does.
+func (r *modelRun) deliverable(e *mEnt, sub Subqueue, s *mSess, n int) []*mMsg {
+	cands := sortedMsgs(e, func(m *mMsg) bool {
+		return m.sub == sub && m.available() && (s == nil || m.session == s.id)
+	})
+	var out []*mMsg
+	for _, m := range cands {
+		if len(out) == n {
+			break
+		}
+		if m.sub == SubqueueMain && m.expires != 0 && m.expires <= r.now() {
+			r.logf("model: %s expires at dispatch", m.id)
+			r.expire(m)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// checkDelivered compares delivered messages with the model's expectation
+// and applies the delivery: locks (sc for a session consumer) or deletes.
+func (r *modelRun) checkDelivered(op string, got []*Message, want []*mMsg, mode ReceiveMode, until int64, sc *mSC) {
+	if fmt.Sprint(msgIDs(got)) != fmt.Sprint(ids(want)) {
+		r.failf("%s delivered %v, want %v", op, msgIDs(got), ids(want))
+	}
+	for i, g := range got {
+		m := want[i]
+		if g.DeliveryCount != m.deliv || g.SequenceNumber != m.seq || g.State != m.state || string(g.Body) != m.body {
+			r.failf("%s: %s delivered with count %d seq %d state %s, want %d %d %s", op, m.id, g.DeliveryCount, g.SequenceNumber, g.State, m.deliv, m.seq, m.state)
+		}
+		if mode == ReceiveAndDelete {
+			if g.LockToken != (LockToken{}) {
+				r.failf("%s: receive-and-delete message %s has a lock token", op, m.id)
+			}
+			r.drop(m)
+			continue
+		}
+		if g.LockToken == (LockToken{}) || !g.LockedUntil.Equal(time.Unix(0, until)) {
+			r.failf("%s: %s locked with token %v until %v, want a token until %v", op, m.id, g.LockToken, g.LockedUntil, time.Unix(0, until).UTC())
+		}
+		for _, e := range r.ents {
+			for _, x := range e.msgs {
+				if x.locked() && x.token == g.LockToken {
+					r.failf("%s: %s got the lock token of %s", op, m.id, x.id)
+				}
+			}
+		}
+		m.token, m.lockedUntil, m.sc = g.LockToken, until, sc
+	}
+}
+
+func msgIDs(ms []*Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.MessageID
+	}
+	return out
+}
+
+func (r *modelRun) opReceive() {
+	e := r.ent()
+	sub := SubqueueDeadLetter
+	if !e.sessions && r.chance(0.7) {
+		sub = SubqueueMain
+	}
+	path := e.name + sub.String()
+	mode := PeekLock
+	if r.chance(0.15) {
+		mode = ReceiveAndDelete
+	}
+	abandonOnClose := mode == PeekLock && r.chance(0.1)
+	n := 1 + r.pick(4)
+	r.logf("Receive %s credit %d mode %d abandonOnClose %v", path, n, mode, abandonOnClose)
+	s := &sink{}
+	c, err := r.b.NewConsumer(bg, path, ConsumerOptions{Mode: mode, Deliver: s.deliver, AbandonOnClose: abandonOnClose})
+	r.wantErr("NewConsumer", err, nil)
+	want := r.deliverable(e, sub, nil, n)
+	c.AddCredit(n)
+	if left := c.Drain(); left != n-len(want) {
+		r.failf("Drain left %d credit, want %d", left, n-len(want))
+	}
+	r.wantErr("Close", c.Close(), nil)
+	r.checkDelivered("Receive "+path, s.take(), want, mode, r.now()+int64(e.lockDur), nil)
+	if abandonOnClose {
+		for _, m := range want {
+			r.unlock(m)
+		}
+	}
+}
+
+func (r *modelRun) sessEnt() *mEnt {
+	for _, e := range r.ents {
+		if e.sessions {
+			return e
+		}
+	}
+	panic("no session queue")
+}
+
+func (r *modelRun) opAccept() {
+	e := r.sessEnt()
+	s := &sink{}
+	o := ConsumerOptions{Deliver: s.deliver}
+	if r.chance(0.5) {
+		id := append(sessionIDs, "e")[r.pick(len(sessionIDs)+1)]
+		ms := e.sess[id]
+		r.logf("AcceptSession %s/%s", e.name, id)
+		c, err := r.b.AcceptSession(bg, e.name, id, o)
+		if ms != nil && ms.owner != nil {
+			r.wantErr("AcceptSession of a locked session", err, ErrSessionCannotBeLocked)
+			return
+		}
+		r.wantErr("AcceptSession", err, nil)
+		r.accepted(e, e.session(id), c, s)
+		return
+	}
+	var cands []string
+	for _, ms := range sortedSessions(e) {
+		if ms.owner == nil && len(r.deliverableNoExpire(e, ms)) > 0 {
+			cands = append(cands, ms.id)
+		}
+	}
+	r.logf("AcceptNextSession %s (candidates %v)", e.name, cands)
+	c, err := r.b.AcceptNextSession(bg, e.name, 0, o)
+	if len(cands) == 0 {
+		r.wantErr("AcceptNextSession with no session available", err, ErrTimeout)
+		return
+	}
+	r.wantErr("AcceptNextSession", err, nil)
+	if !slices.Contains(cands, c.SessionID()) {
+		r.failf("AcceptNextSession locked session %q, not one of %v", c.SessionID(), cands)
+	}
+	r.accepted(e, e.sess[c.SessionID()], c, s)
+}
+
+func (r *modelRun) deliverableNoExpire(e *mEnt, s *mSess) []*mMsg {
+	return sortedMsgs(e, func(m *mMsg) bool { return m.sub == SubqueueMain && m.available() && m.session == s.id })
+}
+
+func (r *modelRun) accepted(e *mEnt, s *mSess, c *Consumer, sk *sink) {
+	sc := &mSC{c: c, sink: sk, ent: e, s: s}
+	s.owner, s.lockedUntil = sc, r.now()+int64(e.lockDur)
+	if got := c.LockedUntil(); !got.Equal(time.Unix(0, s.lockedUntil)) {
+		r.failf("session %q locked until %v, want %v", s.id, got, time.Unix(0, s.lockedUntil).UTC())
+	}
+	r.open = append(r.open, sc)
+}
+
+func (r *modelRun) pickSC() *mSC {
+	if len(r.open) == 0 {
+		return nil
+	}
+	return r.open[r.pick(len(r.open))]
+}
+
+func (r *modelRun) opSessionReceive() {
+	sc := r.pickSC()
+	if sc == nil {
+		r.opAccept()
+		return
+	}
+	n := 1 + r.pick(3)
+	r.logf("Session receive %s/%s credit %d", sc.ent.name, sc.s.id, n)
+	want := r.deliverable(sc.ent, SubqueueMain, sc.s, n)
+	sc.c.AddCredit(n)
+	if left := sc.c.Drain(); left != n-len(want) {
+		r.failf("Drain left %d credit, want %d", left, n-len(want))
+	}
+	r.checkDelivered("Session receive "+sc.s.id, sc.sink.take(), want, PeekLock, sc.s.lockedUntil, sc)
+}
+
+func (r *modelRun) opSessionClose() {
+	sc := r.pickSC()
+	if sc == nil {
+		return
+	}
+	r.logf("Close session consumer %s/%s", sc.ent.name, sc.s.id)
+	r.wantErr("Close", sc.c.Close(), nil)
+	r.releaseSession(sc, false)
+}
+
+func (r *modelRun) opSessionState() {
+	e := r.sessEnt()
+	id := append(sessionIDs, "e")[r.pick(len(sessionIDs)+1)]
+	var state []byte
+	if r.chance(0.7) {
+		state = fmt.Appendf(nil, "state-%d", r.step)
+	}
+	s := e.sess[id]
+	r.logf("SetSessionState %s/%s %q", e.name, id, state)
+	err := r.b.SetSessionState(bg, e.name, id, state)
+	if s == nil || s.owner == nil {
+		r.wantErr("SetSessionState of an unlocked session", err, ErrSessionLockLost)
+	} else {
+		r.wantErr("SetSessionState", err, nil)
+		s.state = state
+	}
+	got, err := r.b.GetSessionState(bg, e.name, id)
+	r.wantErr("GetSessionState", err, nil)
+	var want []byte
+	if s != nil {
+		want = s.state
+	}
+	if string(got) != string(want) || (got == nil) != (len(want) == 0) {
+		r.failf("session %q state %q, want %q", id, got, want)
+	}
+}
+
+func (r *modelRun) opSessionRenew() {
+	e := r.sessEnt()
+	var (
+		got time.Time
+		err error
+		s   *mSess
+	)
+	if sc := r.pickSC(); sc != nil && r.chance(0.6) {
+		s = sc.s
+		r.logf("Consumer.RenewSessionLock %s/%s", e.name, s.id)
+		got, err = sc.c.RenewSessionLock()
+	} else {
+		id := append(sessionIDs, "e")[r.pick(len(sessionIDs)+1)]
+		s = e.sess[id]
+		r.logf("RenewSessionLock %s/%s", e.name, id)
+		got, err = r.b.RenewSessionLock(bg, e.name, id)
+	}
+	if s == nil || s.owner == nil {
+		r.wantErr("RenewSessionLock of an unlocked session", err, ErrSessionLockLost)
+		return
+	}
+	r.wantErr("RenewSessionLock", err, nil)
+	s.lockedUntil = r.now() + int64(e.lockDur)
+	if !got.Equal(time.Unix(0, s.lockedUntil)) {
+		r.failf("RenewSessionLock returned %v, want %v", got, time.Unix(0, s.lockedUntil).UTC())
+	}
+}
+
+// lockedIn returns the locked messages of e, in a stable order.
+func lockedIn(e *mEnt) []*mMsg { return sortedMsgs(e, (*mMsg).locked) }
+
+// tokenFor finds the model message locked under t in e.
+func tokenFor(e *mEnt, t LockToken) *mMsg {
+	for _, m := range e.msgs {
+		if m.locked() && m.token == t {
+			return m
+		}
+	}
+	return nil
+}
+
+// randomToken returns a lock token: mostly a valid one of e, sometimes a
+// stale one, a random one, or a valid one of another queue.
+func (r *modelRun) randomToken(e *mEnt, valid []*mMsg) LockToken {
+	switch x := r.rng.Float64(); {
+	case x < 0.78 && len(valid) > 0:
+		return valid[r.pick(len(valid))].token
+	case x < 0.88 && len(r.stale) > 0:
+		return r.stale[r.pick(len(r.stale))]
+	case x < 0.94:
+		for _, o := range r.ents {
+			if l := lockedIn(o); o != e && len(l) > 0 {
+				return l[r.pick(len(l))].token
+			}
+		}
+	}
+	var t LockToken
+	binary.LittleEndian.PutUint64(t[:], r.rng.Uint64())
+	binary.LittleEndian.PutUint64(t[8:], r.rng.Uint64())
+	return t
+}
+
+func (r *modelRun) opSettle() {
+	e := r.ent()
+	kinds := []string{"complete", "abandon", "defer", "deadletter"}
+	kind := kinds[r.pick(len(kinds))]
+	valid := lockedIn(e)
+	n := 1
+	if r.chance(0.3) {
+		n = 2 + r.pick(2)
+	}
+	var tokens []LockToken
+	for range n {
+		t := r.randomToken(e, valid)
+		if kind == "deadletter" && !modelKnownBugs && len(tokens) > 0 {
+			// Known bug: a dead-letter-subqueue token after a good one
+			// applies the first and fails (TestSettleMultiTokenAtomic).
+			if m := tokenFor(e, t); m != nil && m.sub != SubqueueMain {
+				continue
+			}
+		}
+		tokens = append(tokens, t)
+	}
+	if r.chance(0.05) {
+		tokens = append(tokens, tokens[r.pick(len(tokens))])
+	}
+	k := ""
+	var props map[string]any
+	if kind != "complete" && r.chance(0.3) {
+		k = fmt.Sprintf("k%d", r.step)
+		props = map[string]any{"k": k}
+	}
+	reason := ""
+	if r.chance(0.7) {
+		reason = fmt.Sprintf("why%d", r.step)
+	}
+	path := e.name
+	if r.chance(0.2) {
+		path += "/$DeadLetterQueue" // settlement is by token: any path of the entity
+	}
+
+	// The model's verdict: every token must be valid and distinct, and
+	// dead-lettering needs main-subqueue messages.
+	var ms []*mMsg
+	var want error
+	for i, t := range tokens {
+		m := tokenFor(e, t)
+		if m == nil {
+			want = ErrLockLost
+			break
+		}
+		if slices.Contains(tokens[:i], t) {
+			want = ErrInvalidArgument
+			break
+		}
+		ms = append(ms, m)
+	}
+	if want == nil && kind == "deadletter" {
+		for _, m := range ms {
+			if m.sub != SubqueueMain {
+				want = ErrInvalidArgument
+			}
+		}
+	}
+	names := make([]string, len(tokens))
+	for i, t := range tokens {
+		names[i] = "?"
+		if m := tokenFor(e, t); m != nil {
+			names[i] = m.id
+		}
+	}
+	r.logf("%s %s tokens of %v props %v (want %v)", kind, path, names, props, want)
+	var err error
+	switch kind {
+	case "complete":
+		err = r.b.Complete(bg, path, tokens...)
+	case "abandon":
+		err = r.b.Abandon(bg, path, props, tokens...)
+	case "defer":
+		err = r.b.Defer(bg, path, props, tokens...)
+	case "deadletter":
+		err = r.b.DeadLetter(bg, path, reason, "desc", props, tokens...)
+	}
+	r.wantErr(kind, err, want)
+	if want != nil {
+		return
+	}
+	for _, m := range ms {
+		switch kind {
+		case "complete":
+			r.drop(m)
+		case "abandon":
+			r.failed(m, k, true)
+		case "defer":
+			r.unlock(m)
+			m.state = StateDeferred
+			if k != "" {
+				m.k = k
+			}
+		case "deadletter":
+			if k != "" {
+				m.k = k
+			}
+			r.deadLetter(m, reason)
+		}
+	}
+}
+
+func (r *modelRun) opRenew() {
+	e := r.ent()
+	t := r.randomToken(e, lockedIn(e))
+	m := tokenFor(e, t)
+	id := "?"
+	if m != nil {
+		id = m.id
+	}
+	r.logf("RenewLock %s token of %s", e.name, id)
+	got, err := r.b.RenewLock(bg, e.name, t)
+	if m == nil {
+		r.wantErr("RenewLock", err, ErrLockLost)
+		return
+	}
+	r.wantErr("RenewLock", err, nil)
+	want := r.now() + int64(e.lockDur)
+	if m.sc != nil {
+		want = m.sc.s.lockedUntil // covered by the session lock
+	} else {
+		m.lockedUntil = want
+	}
+	if !got.Equal(time.Unix(0, want)) {
+		r.failf("RenewLock of %s returned %v, want %v", id, got, time.Unix(0, want).UTC())
+	}
+}
+
+func (r *modelRun) opReceiveDeferred() {
+	e := r.ent()
+	sub := SubqueueMain
+	if r.chance(0.3) {
+		sub = SubqueueDeadLetter
+	}
+	path := e.name + sub.String()
+	deferred := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub && m.state == StateDeferred && !m.locked() })
+	var want []*mMsg
+	for _, m := range deferred {
+		if r.chance(0.6) {
+			want = append(want, m)
+		}
+	}
+	r.rng.Shuffle(len(want), func(i, j int) { want[i], want[j] = want[j], want[i] })
+	seqs := make([]int64, len(want))
+	for i, m := range want {
+		seqs[i] = m.seq
+	}
+	bad := len(seqs) == 0 || r.chance(0.1)
+	if bad {
+		others := sortedMsgs(e, func(m *mMsg) bool { return m.seq != 0 && (m.state != StateDeferred || m.locked() || m.sub != sub) })
+		if len(others) > 0 && r.chance(0.6) {
+			seqs = append(seqs, others[r.pick(len(others))].seq)
+		} else {
+			seqs = append(seqs, e.maxSeq+1000)
+		}
+	}
+	mode := PeekLock
+	if r.chance(0.2) {
+		mode = ReceiveAndDelete
+	}
+	r.logf("ReceiveDeferred %s %v mode %d (bad %v)", path, seqs, mode, bad)
+	got, err := r.b.ReceiveDeferred(bg, path, seqs, mode)
+	if bad {
+		r.wantErr("ReceiveDeferred", err, ErrMessageNotFound)
+		return
+	}
+	r.wantErr("ReceiveDeferred", err, nil)
+	r.checkDelivered("ReceiveDeferred "+path, got, want, mode, r.now()+int64(e.lockDur), nil)
+}
+
+func (r *modelRun) opAdvance() {
+	var d time.Duration
+	switch r.pick(3) {
+	case 0:
+		d = time.Duration(1+r.pick(5000)) * time.Millisecond
+	case 1:
+		d = time.Duration(1+r.pick(60)) * time.Second
+	default:
+		d = time.Duration(1+r.pick(240)) * time.Second
+	}
+	target := r.now() + int64(d)
+	r.logf("Advance %v", d)
+	for {
+		t, ok := r.nextEvent()
+		if !ok || t > target {
+			break
+		}
+		t = max(t, r.now())
+		r.clk.Set(time.Unix(0, t))
+		r.fireEvents()
+		r.verify()
+	}
+	r.clk.Set(time.Unix(0, target))
+}
+
+func (r *modelRun) opRestart() {
+	r.logf("Restart")
+	r.wantErr("Close", r.b.Close(), nil)
+	r.st = r.st.Reopen()
+	r.openBroker()
+	// Locks do not survive a restart: the messages are available again
+	// with the delivery count they had.
+	for _, e := range r.ents {
+		for _, m := range e.msgs {
+			r.unlock(m)
+		}
+		for _, s := range e.sess {
+			s.owner, s.lockedUntil = nil, 0
+		}
+	}
+	r.open = nil
+}
+
+func (r *modelRun) opPurge() {
+	e := r.ent()
+	sub := SubqueueMain
+	if r.chance(0.5) {
+		sub = SubqueueDeadLetter
+	}
+	path := e.name + sub.String()
+	cands := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub && !m.locked() })
+	if r.chance(0.5) {
+		max := 1 + r.pick(3)
+		r.logf("DeleteMessages %s %d", path, max)
+		n, err := r.b.DeleteMessages(bg, path, max, time.Time{})
+		r.wantErr("DeleteMessages", err, nil)
+		cands = cands[:min(max, len(cands))]
+		if n != len(cands) {
+			r.failf("DeleteMessages deleted %d, want %d", n, len(cands))
+		}
+	} else {
+		r.logf("Purge %s", path)
+		n, err := r.b.Purge(bg, path, time.Time{})
+		r.wantErr("Purge", err, nil)
+		if n != len(cands) {
+			r.failf("Purge deleted %d, want %d", n, len(cands))
+		}
+	}
+	for _, m := range cands {
+		r.drop(m)
+	}
+}
+
+// ---- comparison ----
+
+// verify compares the broker's observable state with the model's and
+// checks the broker's invariants.
+func (r *modelRun) verify() {
+	r.t.Helper()
+	for _, e := range r.ents {
+		var learned []*mMsg
+		var seqs []int64
+		for _, sub := range []Subqueue{SubqueueMain, SubqueueDeadLetter} {
+			path := e.name + sub.String()
+			got, err := r.b.Peek(bg, path, 0, MaxPeek)
+			if err != nil {
+				r.failf("Peek %s: %v", path, err)
+			}
+			want := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub })
+			gotIDs, wantIDs := msgIDs(got), ids(want)
+			sort.Strings(gotIDs)
+			sort.Strings(wantIDs)
+			if fmt.Sprint(gotIDs) != fmt.Sprint(wantIDs) {
+				r.failf("Peek %s holds %v, the model %v", path, gotIDs, wantIDs)
+			}
+			for i, g := range got {
+				if i > 0 && g.SequenceNumber <= got[i-1].SequenceNumber {
+					r.failf("Peek %s: sequence numbers out of order", path)
+				}
+				m := e.msgs[g.MessageID]
+				r.compare(path, g, m)
+				if m.seq == 0 {
+					learned = append(learned, m)
+					seqs = append(seqs, g.SequenceNumber)
+				} else if g.SequenceNumber != m.seq {
+					r.failf("Peek %s: %s has sequence number %d, had %d", path, m.id, g.SequenceNumber, m.seq)
+				}
+			}
+		}
+		// Sequence numbers given since the last look: all above the
+		// highest seen before.
+		order := make([]int, len(learned))
+		for i := range order {
+			order[i] = i
+		}
+		sort.Slice(order, func(i, j int) bool { return seqs[order[i]] < seqs[order[j]] })
+		for _, i := range order {
+			r.learn(learned[i], seqs[i])
+		}
+		r.compareCounts(e)
+	}
+	if err := r.b.checkInvariants(); err != nil {
+		r.failf("invariants violated:\n%v", err)
+	}
+}
+
+func (r *modelRun) compare(path string, g *Message, m *mMsg) {
+	var exp time.Time
+	if m.expires != 0 {
+		exp = time.Unix(0, m.expires).UTC()
+	}
+	if g.State != m.state || g.DeliveryCount != m.deliv || g.SessionID != m.session || string(g.Body) != m.body || !g.ExpiresAt.Equal(exp) {
+		r.failf("Peek %s: %s is %s count %d session %q expires %v, want %s %d %q %v", path, m.id,
+			g.State, g.DeliveryCount, g.SessionID, g.ExpiresAt, m.state, m.deliv, m.session, exp)
+	}
+	if m.state == StateScheduled && !g.ScheduledEnqueueTime.Equal(time.Unix(0, m.sched)) {
+		r.failf("Peek %s: %s scheduled at %v, want %v", path, m.id, g.ScheduledEnqueueTime, time.Unix(0, m.sched).UTC())
+	}
+	if k, _ := g.Properties["k"].(string); k != m.k {
+		r.failf("Peek %s: %s has property k=%q, want %q", path, m.id, k, m.k)
+	}
+	if reason, _ := g.Properties[PropDeadLetterReason].(string); reason != m.reason {
+		r.failf("Peek %s: %s has DeadLetterReason %q, want %q", path, m.id, reason, m.reason)
+	}
+}
+
+func (r *modelRun) compareCounts(e *mEnt) {
+	var want RuntimeInfo
+	for _, m := range e.msgs {
+		want.TotalMessageCount++
+		want.SizeInBytes += int64(len(m.body))
+		switch {
+		case m.sub == SubqueueDeadLetter:
+			want.DeadLetterMessageCount++
+		case m.state == StateActive:
+			want.ActiveMessageCount++
+		case m.state == StateDeferred:
+			want.DeferredMessageCount++
+		case m.state == StateScheduled:
+			want.ScheduledMessageCount++
+		}
+	}
+	qi, err := r.b.GetQueue(bg, e.name)
+	if err != nil {
+		r.failf("GetQueue %s: %v", e.name, err)
+	}
+	got := qi.Runtime
+	got.Name, got.CreatedAt, got.UpdatedAt, got.AccessedAt = "", time.Time{}, time.Time{}, time.Time{}
+	if got != want {
+		r.failf("runtime counts of %s: %+v, want %+v", e.name, got, want)
+	}
+	if !e.sessions {
+		return
+	}
+	var wantIDs []string
+	for _, s := range sortedSessions(e) {
+		has := len(s.state) > 0
+		for _, m := range e.msgs {
+			has = has || (m.sub == SubqueueMain && m.session == s.id)
+		}
+		if has {
+			wantIDs = append(wantIDs, s.id)
+		}
+	}
+	for _, m := range e.msgs {
+		if m.sub == SubqueueMain && e.sess[m.session] == nil {
+			e.session(m.session)
+			wantIDs = append(wantIDs, m.session)
+		}
+	}
+	sort.Strings(wantIDs)
+	wantIDs = slices.Compact(wantIDs)
+	gotIDs, err := r.b.ListSessions(bg, e.name, time.Time{}, 0, 0)
+	if err != nil {
+		r.failf("ListSessions %s: %v", e.name, err)
+	}
+	if fmt.Sprint(gotIDs) != fmt.Sprint(wantIDs) {
+		r.failf("ListSessions %s = %v, want %v", e.name, gotIDs, wantIDs)
+	}
+}

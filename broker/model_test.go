@@ -201,7 +201,7 @@ func (r *modelRun) wantErr(op string, got, want error) {
 	}
 }
 
-func (r *modelRun) pick(n int) int { return r.rng.IntN(n) }
+func (r *modelRun) pick(n int) int        { return r.rng.IntN(n) }
 func (r *modelRun) chance(p float64) bool { return r.rng.Float64() < p }
 
 func (r *modelRun) ent() *mEnt { return r.ents[r.pick(len(r.ents))] }

@@ -1010,6 +1010,11 @@ func (r *modelRun) opReceiveDeferred() {
 	for i, m := range want {
 		seqs[i] = m.seq
 	}
+	if len(seqs) > 0 && modelKnownBugs && r.chance(0.1) {
+		// Known bug: a sequence number given twice is locked twice
+		// (TestReceiveDeferredDuplicateSequenceNumbers).
+		seqs = append(seqs, seqs[0])
+	}
 	bad := len(seqs) == 0 || r.chance(0.1)
 	if bad {
 		others := sortedMsgs(e, func(m *mMsg) bool { return m.seq != 0 && (m.state != StateDeferred || m.locked() || m.sub != sub) })
@@ -1231,5 +1236,64 @@ func (r *modelRun) compareCounts(e *mEnt) {
 	}
 	if fmt.Sprint(gotIDs) != fmt.Sprint(wantIDs) {
 		r.failf("ListSessions %s = %v, want %v", e.name, gotIDs, wantIDs)
+	}
+}
+
+// ---- focused tests of bugs the model found ----
+
+// knownBug skips a test of a broker bug that is not fixed yet, unless
+// BUSBAR_MODEL_KNOWN_BUGS=1 (which also lets TestModel generate it).
+func knownBug(t *testing.T, what string) {
+	t.Helper()
+	if !modelKnownBugs {
+		t.Skip("known bug: " + what + " (BUSBAR_MODEL_KNOWN_BUGS=1 runs it)")
+	}
+}
+
+// A settlement of several tokens applies to all of them or to none: here
+// the second token is of a dead letter, which cannot be dead-lettered, so
+// the first message must stay where it is, locked.
+func TestSettleMultiTokenAtomic(t *testing.T) {
+	knownBug(t, "settleLocked dead-letters the first message of DeadLetter(mainToken, dlqToken), then fails")
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	got := e.receive("q", PeekLock, 2)
+	wantBodies(t, got, "a", "b")
+	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, got[1].LockToken))
+	dl := e.receive("q/$DeadLetterQueue", PeekLock, 1)
+	wantBodies(t, dl, "b")
+
+	err := e.b.DeadLetter(e.ctx, "q", "r", "", nil, got[0].LockToken, dl[0].LockToken)
+	wantErr(t, err, ErrInvalidArgument)
+	if ri := e.info("q"); ri.ActiveMessageCount != 1 || ri.DeadLetterMessageCount != 1 {
+		t.Fatalf("after the failed DeadLetter: %d active, %d dead letters; want 1 and 1", ri.ActiveMessageCount, ri.DeadLetterMessageCount)
+	}
+	if _, err := e.b.RenewLock(e.ctx, "q", got[0].LockToken); err != nil {
+		t.Fatalf("the first message's lock is gone after the failed DeadLetter: %v", err)
+	}
+	mustHoldInvariants(t, e.b)
+}
+
+// ReceiveDeferred with a sequence number given twice must not lock (or
+// delete and hand out) the message twice.
+func TestReceiveDeferredDuplicateSequenceNumbers(t *testing.T) {
+	knownBug(t, "ReceiveDeferred([s, s]) locks message s twice: two tokens, a cycle in the lock list, and lock expiry then spins forever holding the queue's mutex")
+	for _, mode := range []ReceiveMode{PeekLock, ReceiveAndDelete} {
+		t.Run(fmt.Sprint("mode=", mode), func(t *testing.T) {
+			e := newEnv(t)
+			e.queue("q", QueueProperties{})
+			e.send("q", msg("a"))
+			got := e.receive("q", PeekLock, 1)
+			e.must(e.b.Defer(e.ctx, "q", nil, got[0].LockToken))
+			s := got[0].SequenceNumber
+			rd, err := e.b.ReceiveDeferred(e.ctx, "q", []int64{s, s}, mode)
+			if err == nil && len(rd) != 1 {
+				t.Fatalf("ReceiveDeferred([%d, %d]) handed out %d copies; want one, or an error", s, s, len(rd))
+			}
+			mustHoldInvariants(t, e.b)
+			e.clk.Advance(2 * time.Minute) // the lock expires
+			mustHoldInvariants(t, e.b)
+		})
 	}
 }

@@ -55,6 +55,7 @@ func TestModel(t *testing.T) {
 	if s := os.Getenv("BUSBAR_MODEL_SEED"); s != "" {
 		first, seeds = envInt(t, "BUSBAR_MODEL_SEED", 1), 1
 	}
+	tally := map[string]int{}
 	for seed := first; seed < first+seeds; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := newModelRun(t, uint64(seed))
@@ -62,7 +63,13 @@ func TestModel(t *testing.T) {
 				r.randomOp()
 				r.verify()
 			}
+			for k, n := range r.tally {
+				tally[k] += n
+			}
 		})
+	}
+	if testing.Verbose() {
+		t.Logf("operations and model events over %d seeds × %d steps: %v", seeds, steps, tally)
 	}
 }
 
@@ -73,7 +80,8 @@ var modelKnownBugs = os.Getenv("BUSBAR_MODEL_KNOWN_BUGS") == "1"
 
 // mMsg is the model of one message.
 type mMsg struct {
-	id      string // MessageID; the body is id + padding
+	id      string // the model's key: the body is id + ":" + padding
+	msgID   string // MessageID: id, or an earlier message's (duplicate detection)
 	body    string
 	ent     *mEnt
 	sub     Subqueue
@@ -105,6 +113,8 @@ type mEnt struct {
 	maxDeliv uint32
 	defTTL   time.Duration
 	dlOnExp  bool
+	dupWin   time.Duration    // duplicate detection window; 0: off
+	seen     map[string]int64 // duplicate detection: MessageID → when accepted
 	msgs     map[string]*mMsg
 	maxSeq   int64
 	sess     map[string]*mSess
@@ -141,19 +151,21 @@ type modelRun struct {
 	stale  []LockToken // tokens whose lock ended
 	open   []*mSC      // session consumers holding their session
 	log    []string
+	tally  map[string]int // what happened, for -v
 }
 
 func newModelRun(t *testing.T, seed uint64) *modelRun {
-	r := &modelRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), st: memstore.New(), clk: clock.NewFake(t0)}
+	r := &modelRun{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), st: memstore.New(), clk: clock.NewFake(t0), tally: map[string]int{}}
 	r.openBroker()
 	r.ents = []*mEnt{
-		{name: "mq", lockDur: 30 * time.Second, maxDeliv: 3, defTTL: 5 * time.Minute, dlOnExp: true},
+		{name: "mq", lockDur: 30 * time.Second, maxDeliv: 3, defTTL: 5 * time.Minute, dlOnExp: true, dupWin: 2 * time.Minute},
 		{name: "ms", sessions: true, lockDur: 20 * time.Second, maxDeliv: 4, defTTL: InfiniteTTL},
 	}
 	for _, e := range r.ents {
-		e.msgs, e.sess = map[string]*mMsg{}, map[string]*mSess{}
+		e.msgs, e.sess, e.seen = map[string]*mMsg{}, map[string]*mSess{}, map[string]int64{}
 		err := r.b.CreateQueue(bg, e.name, QueueProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
 			DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp, RequiresSession: e.sessions,
+			RequiresDuplicateDetection: e.dupWin != 0, DuplicateDetectionHistoryTimeWindow: e.dupWin,
 			MaxMessageSizeInKilobytes: 1})
 		if err != nil {
 			t.Fatal(err)
@@ -179,6 +191,15 @@ func (r *modelRun) now() int64 { return r.clk.Now().UnixNano() }
 
 // logf records an operation for the failure report.
 func (r *modelRun) logf(format string, args ...any) {
+	if strings.HasPrefix(format, "model: ") {
+		var words []string
+		for _, w := range strings.Fields(format)[1:] {
+			if !strings.Contains(w, "%") {
+				words = append(words, w)
+			}
+		}
+		r.tally["event: "+strings.Join(words, " ")]++
+	}
 	r.log = append(r.log, fmt.Sprintf("%d @%v: ", r.step, time.Duration(r.now()-t0.UnixNano()))+fmt.Sprintf(format, args...))
 }
 
@@ -193,6 +214,11 @@ func (r *modelRun) failf(format string, args ...any) {
 // (nil: success).
 func (r *modelRun) wantErr(op string, got, want error) {
 	r.t.Helper()
+	if want == nil {
+		r.tally[op+": ok"]++
+	} else {
+		r.tally[fmt.Sprintf("%s: %v", op, want)]++
+	}
 	switch {
 	case want == nil && got != nil:
 		r.failf("%s: unexpected error %v", op, got)
@@ -205,6 +231,20 @@ func (r *modelRun) pick(n int) int        { return r.rng.IntN(n) }
 func (r *modelRun) chance(p float64) bool { return r.rng.Float64() < p }
 
 func (r *modelRun) ent() *mEnt { return r.ents[r.pick(len(r.ents))] }
+
+// lockingEnt returns, mostly, a queue with locked messages.
+func (r *modelRun) lockingEnt() *mEnt {
+	var with []*mEnt
+	for _, e := range r.ents {
+		if len(lockedIn(e)) > 0 {
+			with = append(with, e)
+		}
+	}
+	if len(with) > 0 && r.chance(0.9) {
+		return with[r.pick(len(with))]
+	}
+	return r.ent()
+}
 
 // ---- model transitions ----
 
@@ -384,16 +424,16 @@ func (r *modelRun) randomOp() {
 		fn func()
 	}
 	ops := []op{
-		{14, r.opSend},
+		{16, r.opSend},
 		{4, r.opSchedule},
 		{3, r.opCancel},
-		{12, r.opReceive},
+		{16, r.opReceive},
 		{5, r.opAccept},
-		{8, r.opSessionReceive},
+		{12, r.opSessionReceive},
 		{3, r.opSessionClose},
 		{3, r.opSessionState},
 		{3, r.opSessionRenew},
-		{18, r.opSettle},
+		{12, r.opSettle},
 		{4, r.opRenew},
 		{5, r.opReceiveDeferred},
 		{10, r.opAdvance},
@@ -422,7 +462,13 @@ func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
 	id := fmt.Sprintf("m%d", r.nextID)
 	body := id + ":" + strings.Repeat("x", r.pick(40))
 	msg := &Message{MessageID: id, Body: []byte(body)}
-	mm := &mMsg{id: id, body: body, ent: e}
+	mm := &mMsg{id: id, msgID: id, body: body, ent: e}
+	if e.dupWin != 0 && len(e.seen) > 0 && r.chance(0.15) {
+		// An id sent before: a duplicate while within the window.
+		seen := slices.Sorted(maps.Keys(e.seen))
+		mm.msgID = seen[r.pick(len(seen))]
+		msg.MessageID = mm.msgID
+	}
 	if e.sessions {
 		msg.SessionID = sessionIDs[r.pick(len(sessionIDs))]
 		mm.session = msg.SessionID
@@ -456,10 +502,20 @@ func (r *modelRun) invalidMsg(e *mEnt) (*Message, string) {
 	}
 }
 
-// place adds sent messages to the model: active now or scheduled at sched.
-func (r *modelRun) place(ms []*mMsg, sched int64) {
+// place adds sent messages to the model: active now or scheduled at sched,
+// or dropped as duplicates. It returns the messages kept.
+func (r *modelRun) place(ms []*mMsg, sched int64) []*mMsg {
 	now := r.now()
+	var kept []*mMsg
 	for _, m := range ms {
+		if e := m.ent; e.dupWin != 0 {
+			if at, ok := e.seen[m.msgID]; ok && now-at < int64(e.dupWin) {
+				r.logf("model: %s is a duplicate of MessageID %s", m.id, m.msgID)
+				continue
+			}
+			e.seen[m.msgID] = now
+		}
+		kept = append(kept, m)
 		if sched > now {
 			m.state, m.sched = StateScheduled, sched
 			m.expires = r.expiryFrom(sched, m.ttl)
@@ -468,6 +524,7 @@ func (r *modelRun) place(ms []*mMsg, sched int64) {
 		}
 		m.ent.msgs[m.id] = m
 	}
+	return kept
 }
 
 // batch makes 1-3 messages, one of them invalid with probability 0.12.
@@ -514,6 +571,7 @@ func (r *modelRun) opSend() {
 		if err == nil {
 			r.failf("Send with %s succeeded", why)
 		}
+		r.tally["Send: invalid batch refused"]++
 		return
 	}
 	r.wantErr("Send", err, nil)
@@ -533,14 +591,21 @@ func (r *modelRun) opSchedule() {
 		if err == nil {
 			r.failf("Schedule with %s succeeded", why)
 		}
+		r.tally["Schedule: invalid batch refused"]++
 		return
 	}
 	r.wantErr("Schedule", err, nil)
 	if len(seqs) != len(model) {
 		r.failf("Schedule returned %d sequence numbers for %d messages", len(seqs), len(model))
 	}
-	r.place(model, at.UnixNano())
+	kept := r.place(model, at.UnixNano())
 	for i, m := range model {
+		if !slices.Contains(kept, m) {
+			if seqs[i] != 0 {
+				r.failf("Schedule gave duplicate %s sequence number %d, want 0", m.id, seqs[i])
+			}
+			continue
+		}
 		r.learn(m, seqs[i])
 	}
 }
@@ -614,6 +679,7 @@ func (r *modelRun) checkDelivered(op string, got []*Message, want []*mMsg, mode 
 	if fmt.Sprint(msgIDs(got)) != fmt.Sprint(ids(want)) {
 		r.failf("%s delivered %v, want %v", op, msgIDs(got), ids(want))
 	}
+	r.tally["messages delivered"] += len(got)
 	for i, g := range got {
 		m := want[i]
 		if g.DeliveryCount != m.deliv || g.SequenceNumber != m.seq || g.State != m.state || string(g.Body) != m.body {
@@ -640,12 +706,18 @@ func (r *modelRun) checkDelivered(op string, got []*Message, want []*mMsg, mode 
 	}
 }
 
+// msgIDs returns the model keys of messages (their bodies' prefixes).
 func msgIDs(ms []*Message) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
-		out[i] = m.MessageID
+		out[i] = msgKeyOf(m)
 	}
 	return out
+}
+
+func msgKeyOf(m *Message) string {
+	k, _, _ := strings.Cut(string(m.Body), ":")
+	return k
 }
 
 func (r *modelRun) opReceive() {
@@ -842,7 +914,7 @@ func tokenFor(e *mEnt, t LockToken) *mMsg {
 // stale one, a random one, or a valid one of another queue.
 func (r *modelRun) randomToken(e *mEnt, valid []*mMsg) LockToken {
 	switch x := r.rng.Float64(); {
-	case x < 0.78 && len(valid) > 0:
+	case x < 0.85 && len(valid) > 0:
 		return valid[r.pick(len(valid))].token
 	case x < 0.88 && len(r.stale) > 0:
 		return r.stale[r.pick(len(r.stale))]
@@ -860,12 +932,12 @@ func (r *modelRun) randomToken(e *mEnt, valid []*mMsg) LockToken {
 }
 
 func (r *modelRun) opSettle() {
-	e := r.ent()
-	kinds := []string{"complete", "abandon", "defer", "deadletter"}
+	e := r.lockingEnt()
+	kinds := []string{"complete", "abandon", "defer", "defer", "deadletter"}
 	kind := kinds[r.pick(len(kinds))]
 	valid := lockedIn(e)
 	n := 1
-	if r.chance(0.3) {
+	if r.chance(0.25) {
 		n = 2 + r.pick(2)
 	}
 	var tokens []LockToken
@@ -966,7 +1038,7 @@ func (r *modelRun) opSettle() {
 }
 
 func (r *modelRun) opRenew() {
-	e := r.ent()
+	e := r.lockingEnt()
 	t := r.randomToken(e, lockedIn(e))
 	m := tokenFor(e, t)
 	id := "?"
@@ -999,6 +1071,10 @@ func (r *modelRun) opReceiveDeferred() {
 	}
 	path := e.name + sub.String()
 	deferred := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub && m.state == StateDeferred && !m.locked() })
+	if len(deferred) == 0 && r.chance(0.7) {
+		r.opSettle() // nothing to receive: settle (often defer) instead
+		return
+	}
 	var want []*mMsg
 	for _, m := range deferred {
 		if r.chance(0.6) {
@@ -1040,10 +1116,10 @@ func (r *modelRun) opReceiveDeferred() {
 
 func (r *modelRun) opAdvance() {
 	var d time.Duration
-	switch r.pick(3) {
-	case 0:
-		d = time.Duration(1+r.pick(5000)) * time.Millisecond
-	case 1:
+	switch r.pick(4) {
+	case 0, 1:
+		d = time.Duration(1+r.pick(10000)) * time.Millisecond
+	case 2:
 		d = time.Duration(1+r.pick(60)) * time.Second
 	default:
 		d = time.Duration(1+r.pick(240)) * time.Second
@@ -1137,7 +1213,7 @@ func (r *modelRun) verify() {
 				if i > 0 && g.SequenceNumber <= got[i-1].SequenceNumber {
 					r.failf("Peek %s: sequence numbers out of order", path)
 				}
-				m := e.msgs[g.MessageID]
+				m := e.msgs[msgKeyOf(g)]
 				r.compare(path, g, m)
 				if m.seq == 0 {
 					learned = append(learned, m)
@@ -1168,6 +1244,9 @@ func (r *modelRun) compare(path string, g *Message, m *mMsg) {
 	var exp time.Time
 	if m.expires != 0 {
 		exp = time.Unix(0, m.expires).UTC()
+	}
+	if g.MessageID != m.msgID {
+		r.failf("Peek %s: %s has MessageID %q, want %q", path, m.id, g.MessageID, m.msgID)
 	}
 	if g.State != m.state || g.DeliveryCount != m.deliv || g.SessionID != m.session || string(g.Body) != m.body || !g.ExpiresAt.Equal(exp) {
 		r.failf("Peek %s: %s is %s count %d session %q expires %v, want %s %d %q %v", path, m.id,

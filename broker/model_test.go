@@ -89,6 +89,8 @@ type mMsg struct {
 	deliv   uint32
 	seq     int64 // 0 until learned
 	session string
+	subject string
+	rawTTL  time.Duration // the TimeToLive sent
 	ttl     time.Duration // effective TTL (InfiniteTTL: none)
 	expires int64         // 0: never
 	sched   int64         // scheduled enqueue time (scheduled messages)
@@ -105,9 +107,13 @@ func (m *mMsg) locked() bool { return m.lockedUntil != 0 }
 // available reports whether a receiver could get m now.
 func (m *mMsg) available() bool { return m.state == StateActive && !m.locked() }
 
-// mEnt is the model of one queue.
+// mEnt is the model of one queue, subscription or topic (a topic holds
+// only its scheduled messages).
 type mEnt struct {
-	name     string
+	name     string // its path
+	kind     entityKind
+	subs     []*mEnt // topic: its subscriptions
+	subject  string  // subscription: receives only messages with this Subject ("" = all)
 	sessions bool
 	lockDur  time.Duration
 	maxDeliv uint32
@@ -146,7 +152,8 @@ type modelRun struct {
 	opens int
 	step  int
 
-	ents   []*mEnt
+	ents   []*mEnt // queues and subscriptions: what receivers read
+	topic  *mEnt
 	nextID int
 	stale  []LockToken // tokens whose lock ended
 	open   []*mSC      // session consumers holding their session
@@ -160,18 +167,69 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r.ents = []*mEnt{
 		{name: "mq", lockDur: 30 * time.Second, maxDeliv: 3, defTTL: 5 * time.Minute, dlOnExp: true, dupWin: 2 * time.Minute},
 		{name: "ms", sessions: true, lockDur: 20 * time.Second, maxDeliv: 4, defTTL: InfiniteTTL},
+		{name: "mt/Subscriptions/all", kind: kindSubscription, lockDur: 25 * time.Second, maxDeliv: 2, defTTL: 4 * time.Minute},
+		{name: "mt/Subscriptions/x", kind: kindSubscription, subject: "x", lockDur: 15 * time.Second, maxDeliv: 5, defTTL: InfiniteTTL, dlOnExp: true},
 	}
-	for _, e := range r.ents {
-		e.msgs, e.sess, e.seen = map[string]*mMsg{}, map[string]*mSess{}, map[string]int64{}
-		err := r.b.CreateQueue(bg, e.name, QueueProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
-			DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp, RequiresSession: e.sessions,
-			RequiresDuplicateDetection: e.dupWin != 0, DuplicateDetectionHistoryTimeWindow: e.dupWin,
-			MaxMessageSizeInKilobytes: 1})
+	r.topic = &mEnt{name: "mt", kind: kindTopic, defTTL: InfiniteTTL, subs: r.ents[2:]}
+	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
+	must(r.b.CreateTopic(bg, r.topic.name, TopicProperties{MaxMessageSizeInKilobytes: 1}))
+	for _, e := range append(r.ents, r.topic) {
+		e.msgs, e.sess, e.seen = map[string]*mMsg{}, map[string]*mSess{}, map[string]int64{}
+		if e.kind == 0 {
+			e.kind = kindQueue
+		}
+		switch e.kind {
+		case kindQueue:
+			must(r.b.CreateQueue(bg, e.name, QueueProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
+				DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp, RequiresSession: e.sessions,
+				RequiresDuplicateDetection: e.dupWin != 0, DuplicateDetectionHistoryTimeWindow: e.dupWin,
+				MaxMessageSizeInKilobytes: 1}))
+		case kindSubscription:
+			sp := SubscriptionProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
+				DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp}
+			if e.subject != "" {
+				sp.DefaultRule = &RuleProperties{Name: "subject", Filter: RuleFilter{Kind: FilterCorrelation,
+					Correlation: CorrelationFilter{Subject: e.subject}}}
+			}
+			topic, name, _ := strings.Cut(e.name, "/Subscriptions/")
+			must(r.b.CreateSubscription(bg, topic, name, sp))
+		}
+	}
 	return r
+}
+
+// target returns where a send goes: a queue or the topic.
+func (r *modelRun) target() *mEnt {
+	if r.chance(0.3) {
+		return r.topic
+	}
+	return r.ents[r.pick(2)]
+}
+
+// fanout copies a topic message that becomes active now to the
+// subscriptions whose filter matches it.
+func (r *modelRun) fanout(m *mMsg) {
+	for _, s := range r.topic.subs {
+		if s.subject != "" && s.subject != m.subject {
+			continue
+		}
+		c := *m
+		c.ent, c.seq, c.state, c.sched = s, 0, StateActive, 0
+		c.ttl = effTTL(m.rawTTL, s.defTTL)
+		c.expires = r.expiryFrom(r.now(), c.ttl)
+		s.msgs[c.id] = &c
+	}
+}
+
+func effTTL(ttl, def time.Duration) time.Duration {
+	if ttl <= 0 || ttl > def {
+		return def
+	}
+	return ttl
 }
 
 func (r *modelRun) openBroker() {
@@ -351,7 +409,7 @@ func (r *modelRun) nextEvent() (int64, bool) {
 			t, ok = x, true
 		}
 	}
-	for _, e := range r.ents {
+	for _, e := range r.all() {
 		for _, m := range e.msgs {
 			switch {
 			case m.locked() && m.sc == nil:
@@ -371,10 +429,13 @@ func (r *modelRun) nextEvent() (int64, bool) {
 	return t, ok
 }
 
+// all returns the queues, the subscriptions and the topic.
+func (r *modelRun) all() []*mEnt { return append(slices.Clip(r.ents), r.topic) }
+
 // fireEvents applies everything due at or before now.
 func (r *modelRun) fireEvents() {
 	now := r.now()
-	for _, e := range r.ents {
+	for _, e := range r.all() {
 		for _, s := range sortedSessions(e) {
 			if s.owner != nil && s.lockedUntil <= now {
 				r.logf("model: session %s/%s lock expires", e.name, s.id)
@@ -386,6 +447,10 @@ func (r *modelRun) fireEvents() {
 			case m.locked() && m.sc == nil && m.lockedUntil <= now:
 				r.logf("model: lock of %s expires", m.id)
 				r.failed(m, "", true)
+			case m.state == StateScheduled && m.sched <= now && e.kind == kindTopic:
+				r.logf("model: %s activates in the topic", m.id)
+				delete(e.msgs, m.id)
+				r.fanout(m)
 			case m.state == StateScheduled && m.sched <= now:
 				r.logf("model: %s activates", m.id)
 				m.state, m.seq = StateActive, 0 // a new sequence number, learned by verify
@@ -473,13 +538,14 @@ func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
 		msg.SessionID = sessionIDs[r.pick(len(sessionIDs))]
 		mm.session = msg.SessionID
 	}
+	if e.kind == kindTopic && r.chance(0.5) {
+		msg.Subject, mm.subject = "x", "x"
+	}
 	if r.chance(0.4) {
 		msg.TimeToLive = time.Duration(5+r.pick(180)) * time.Second
 	}
-	mm.ttl = msg.TimeToLive
-	if mm.ttl <= 0 || mm.ttl > e.defTTL {
-		mm.ttl = e.defTTL
-	}
+	mm.rawTTL = msg.TimeToLive
+	mm.ttl = effTTL(msg.TimeToLive, e.defTTL)
 	return msg, mm
 }
 
@@ -516,6 +582,10 @@ func (r *modelRun) place(ms []*mMsg, sched int64) []*mMsg {
 			e.seen[m.msgID] = now
 		}
 		kept = append(kept, m)
+		if m.ent.kind == kindTopic && sched <= now {
+			r.fanout(m)
+			continue
+		}
 		if sched > now {
 			m.state, m.sched = StateScheduled, sched
 			m.expires = r.expiryFrom(sched, m.ttl)
@@ -555,7 +625,7 @@ func ids(ms []*mMsg) []string {
 }
 
 func (r *modelRun) opSend() {
-	e := r.ent()
+	e := r.target()
 	msgs, model, why := r.batch(e)
 	var sched int64
 	if r.chance(0.15) {
@@ -579,7 +649,7 @@ func (r *modelRun) opSend() {
 }
 
 func (r *modelRun) opSchedule() {
-	e := r.ent()
+	e := r.target()
 	msgs, model, why := r.batch(e)
 	at := r.clk.Now().Add(time.Duration(1+r.pick(120)) * time.Second)
 	if r.chance(0.05) {
@@ -620,8 +690,10 @@ func (r *modelRun) learn(m *mMsg, seq int64) {
 }
 
 func (r *modelRun) opCancel() {
-	e := r.ent()
-	sched := sortedMsgs(e, func(m *mMsg) bool { return m.state == StateScheduled })
+	e := r.target()
+	// A topic's scheduled messages sent by Send are not peekable: their
+	// sequence numbers stay unknown.
+	sched := sortedMsgs(e, func(m *mMsg) bool { return m.state == StateScheduled && m.seq != 0 })
 	var seqs []int64
 	var hit []*mMsg
 	for _, m := range sched {
@@ -1235,6 +1307,7 @@ func (r *modelRun) verify() {
 		}
 		r.compareCounts(e)
 	}
+	r.compareCounts(r.topic)
 	if err := r.b.checkInvariants(); err != nil {
 		r.failf("invariants violated:\n%v", err)
 	}
@@ -1263,8 +1336,8 @@ func (r *modelRun) compare(path string, g *Message, m *mMsg) {
 	}
 }
 
-func (r *modelRun) compareCounts(e *mEnt) {
-	var want RuntimeInfo
+// wantCounts adds up the runtime counts of e's messages.
+func (e *mEnt) wantCounts(want *RuntimeInfo) {
 	for _, m := range e.msgs {
 		want.TotalMessageCount++
 		want.SizeInBytes += int64(len(m.body))
@@ -1279,11 +1352,38 @@ func (r *modelRun) compareCounts(e *mEnt) {
 			want.ScheduledMessageCount++
 		}
 	}
-	qi, err := r.b.GetQueue(bg, e.name)
-	if err != nil {
-		r.failf("GetQueue %s: %v", e.name, err)
+}
+
+func (r *modelRun) compareCounts(e *mEnt) {
+	var want RuntimeInfo
+	e.wantCounts(&want)
+	var got RuntimeInfo
+	var err error
+	switch e.kind {
+	case kindQueue:
+		var qi *QueueInfo
+		if qi, err = r.b.GetQueue(bg, e.name); err == nil {
+			got = qi.Runtime
+		}
+	case kindSubscription:
+		topic, name, _ := strings.Cut(e.name, "/Subscriptions/")
+		var si *SubscriptionInfo
+		if si, err = r.b.GetSubscription(bg, topic, name); err == nil {
+			got = si.Runtime
+		}
+	case kindTopic:
+		for _, s := range e.subs {
+			s.wantCounts(&want)
+		}
+		want.SubscriptionCount = int64(len(e.subs))
+		var ti *TopicInfo
+		if ti, err = r.b.GetTopic(bg, e.name); err == nil {
+			got = ti.Runtime
+		}
 	}
-	got := qi.Runtime
+	if err != nil {
+		r.failf("runtime information of %s: %v", e.name, err)
+	}
 	got.Name, got.CreatedAt, got.UpdatedAt, got.AccessedAt = "", time.Time{}, time.Time{}, time.Time{}
 	if got != want {
 		r.failf("runtime counts of %s: %+v, want %+v", e.name, got, want)

@@ -33,6 +33,8 @@ import (
 //   - every session with available messages and no owner is queued in
 //     q.ready; an owned session is in the session-lock list, and its owner
 //     points back to it;
+//   - no consumer has credit while its subqueue (or its session) has
+//     available messages: they would be stranded until the next dispatch;
 //   - every scheduled message is armed in the wheel at its scheduled time,
 //     every available main-subqueue message with a TTL at its expiry; no
 //     other message deadline is armed; the lock lists' deadlines are armed
@@ -154,6 +156,7 @@ func (b *Broker) checkEntity(e *entity) []error {
 	c.lockList()
 	c.sessions()
 	c.heaps()
+	c.credit()
 	c.deadlines()
 	if sc := seqOwner.seq; sc != nil {
 		sc.mu.Lock()
@@ -537,6 +540,29 @@ func (c *checker) heap(name string, h seqHeap, belongs func(*msgIdx) bool) {
 		}
 		if i > 0 && h[(i-1)/2] != nil && h[(i-1)/2].seq > m.seq {
 			c.errorf("%s heap: message %d under %d breaks the heap order", name, m.seq, h[(i-1)/2].seq)
+		}
+	}
+}
+
+// credit checks that no open consumer with credit is left beside
+// available messages it could take.
+func (c *checker) credit() {
+	q := c.q
+	if !q.ent.props().Status.canReceive() {
+		return
+	}
+	for sub, cs := range q.consumers {
+		for _, x := range cs {
+			if x.closed || x.credit == 0 {
+				continue
+			}
+			if s := x.sess; s != nil {
+				if s.owner == x && len(s.avail) > 0 {
+					c.errorf("a consumer of session %q has %d credit while %d of its messages are available", s.id, x.credit, len(s.avail))
+				}
+			} else if len(q.avail[sub]) > 0 {
+				c.errorf("a consumer of subqueue %d has %d credit while %d messages are available", sub, x.credit, len(q.avail[sub]))
+			}
 		}
 	}
 }

@@ -118,6 +118,10 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 			w := e.b.wheel
 			w.swap(0, len(w.h)-1)
 		}, "wheel: deadline"},
+		{"credit beside available messages", func(t *testing.T, e *env, q, s *qstate) {
+			c := &Consumer{b: e.b, q: q, credit: 2, opts: ConsumerOptions{Deliver: func(*Message) {}}}
+			q.consumers[SubqueueMain] = append(q.consumers[SubqueueMain], c)
+		}, "has 2 credit while 2 messages are available"},
 		{"sequence numbers", func(t *testing.T, e *env, q, s *qstate) { q.ent.seq.next = 2 }, "not below the next sequence number 2"},
 	}
 	for _, tc := range cases {

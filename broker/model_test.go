@@ -61,6 +61,7 @@ func TestModel(t *testing.T) {
 			r := newModelRun(t, uint64(seed))
 			for r.step = 1; r.step <= steps; r.step++ {
 				r.randomOp()
+				r.dispatch()
 				r.verify()
 			}
 			for k, n := range r.tally {
@@ -81,6 +82,7 @@ var modelKnownBugs = os.Getenv("BUSBAR_MODEL_KNOWN_BUGS") == "1"
 // mMsg is the model of one message.
 type mMsg struct {
 	id      string // the model's key: the body is id + ":" + padding
+	n       int    // creation order
 	msgID   string // MessageID: id, or an earlier message's (duplicate detection)
 	body    string
 	ent     *mEnt
@@ -122,7 +124,8 @@ type mEnt struct {
 	dupWin   time.Duration    // duplicate detection window; 0: off
 	seen     map[string]int64 // duplicate detection: MessageID → when accepted
 	msgs     map[string]*mMsg
-	maxSeq   int64
+	maxSeq   int64 // the highest sequence number seen
+	baseSeq  int64 // maxSeq at the last verify: new messages must be above it
 	sess     map[string]*mSess
 }
 
@@ -136,11 +139,24 @@ type mSess struct {
 
 // mSC is a session consumer.
 type mSC struct {
-	c    *Consumer
-	sink *sink
-	ent  *mEnt
-	s    *mSess
+	c      *Consumer
+	sink   *sink
+	ent    *mEnt
+	s      *mSess
+	credit int
 }
+
+// mLL is a long-lived non-session consumer, left with credit between
+// steps: the broker must hand it every message that becomes available.
+type mLL struct {
+	c      *Consumer
+	sink   *sink
+	ent    *mEnt
+	sub    Subqueue
+	credit int
+}
+
+func (ll *mLL) path() string { return ll.ent.name + ll.sub.String() }
 
 type modelRun struct {
 	t     *testing.T
@@ -157,6 +173,7 @@ type modelRun struct {
 	nextID int
 	stale  []LockToken // tokens whose lock ended
 	open   []*mSC      // session consumers holding their session
+	lls    []*mLL      // long-lived consumers, at most one per subqueue
 	log    []string
 	tally  map[string]int // what happened, for -v
 }
@@ -388,7 +405,7 @@ func sortedMsgs(e *mEnt, f func(*mMsg) bool) []*mMsg {
 		if a.seq != b.seq {
 			return a.seq < b.seq
 		}
-		return a.id < b.id
+		return a.n < b.n
 	})
 	return out
 }
@@ -495,6 +512,7 @@ func (r *modelRun) randomOp() {
 		{16, r.opReceive},
 		{5, r.opAccept},
 		{12, r.opSessionReceive},
+		{6, r.opLongLived},
 		{3, r.opSessionClose},
 		{3, r.opSessionState},
 		{3, r.opSessionRenew},
@@ -527,7 +545,7 @@ func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
 	id := fmt.Sprintf("m%d", r.nextID)
 	body := id + ":" + strings.Repeat("x", r.pick(40))
 	msg := &Message{MessageID: id, Body: []byte(body)}
-	mm := &mMsg{id: id, msgID: id, body: body, ent: e}
+	mm := &mMsg{id: id, n: r.nextID, msgID: id, body: body, ent: e}
 	if e.dupWin != 0 && len(e.seen) > 0 && r.chance(0.15) {
 		// An id sent before: a duplicate while within the window.
 		seen := slices.Sorted(maps.Keys(e.seen))
@@ -682,11 +700,17 @@ func (r *modelRun) opSchedule() {
 
 // learn records the sequence number the broker gave m.
 func (r *modelRun) learn(m *mMsg, seq int64) {
-	if seq <= m.ent.maxSeq {
-		r.failf("%s got sequence number %d, not above %d, the highest already seen in %s", m.id, seq, m.ent.maxSeq, m.ent.name)
+	e := m.ent
+	if seq <= e.baseSeq {
+		r.failf("%s got sequence number %d, not above %d, the highest seen in %s before", m.id, seq, e.baseSeq, e.name)
+	}
+	for _, x := range e.msgs {
+		if x != m && x.seq == seq {
+			r.failf("%s got sequence number %d, which %s has in %s", m.id, seq, x.id, e.name)
+		}
 	}
 	m.seq = seq
-	m.ent.maxSeq = seq
+	e.maxSeq = max(e.maxSeq, seq)
 }
 
 func (r *modelRun) opCancel() {
@@ -726,34 +750,66 @@ func (r *modelRun) opCancel() {
 // deliverable returns what a receiver of e's subqueue sub (and session s,
 // for session queues) gets for credit n, expiring the due messages it
 // passes, as dispatch does.
-func (r *modelRun) deliverable(e *mEnt, sub Subqueue, s *mSess, n int) []*mMsg {
+//
+// Messages whose sequence number the model has not learned yet (sent or
+// activated in this step) come last, in creation order; as activations due
+// at the same instant may take their numbers in any order, any of them
+// (pool) may stand in for another.
+func (r *modelRun) deliverable(e *mEnt, sub Subqueue, s *mSess, n int) (want, pool []*mMsg) {
 	cands := sortedMsgs(e, func(m *mMsg) bool {
 		return m.sub == sub && m.available() && (s == nil || m.session == s.id)
 	})
-	var out []*mMsg
 	for _, m := range cands {
-		if len(out) == n {
-			break
+		if len(want) == n {
+			if m.seq == 0 {
+				pool = append(pool, m)
+			}
+			continue
 		}
 		if m.sub == SubqueueMain && m.expires != 0 && m.expires <= r.now() {
 			r.logf("model: %s expires at dispatch", m.id)
 			r.expire(m)
 			continue
 		}
-		out = append(out, m)
+		if m.seq == 0 {
+			pool = append(pool, m)
+		}
+		if len(want) < n {
+			want = append(want, m)
+		}
 	}
-	return out
+	return want, pool
 }
 
 // checkDelivered compares delivered messages with the model's expectation
 // and applies the delivery: locks (sc for a session consumer) or deletes.
-func (r *modelRun) checkDelivered(op string, got []*Message, want []*mMsg, mode ReceiveMode, until int64, sc *mSC) {
-	if fmt.Sprint(msgIDs(got)) != fmt.Sprint(ids(want)) {
-		r.failf("%s delivered %v, want %v", op, msgIDs(got), ids(want))
+func (r *modelRun) checkDelivered(op string, e *mEnt, got []*Message, want, pool []*mMsg, mode ReceiveMode, until int64, sc *mSC) {
+	actual := make([]*mMsg, len(got))
+	for i, g := range got {
+		if actual[i] = e.msgs[msgKeyOf(g)]; actual[i] == nil {
+			r.failf("%s delivered %s, which the model does not have in %s", op, msgKeyOf(g), e.name)
+		}
+	}
+	if fmt.Sprint(ids(actual)) != fmt.Sprint(ids(want)) {
+		ok := len(actual) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			if want[i].seq != 0 {
+				ok = actual[i] == want[i]
+			} else {
+				ok = slices.Contains(pool, actual[i]) && !slices.Contains(actual[:i], actual[i]) &&
+					(i == 0 || got[i].SequenceNumber > got[i-1].SequenceNumber)
+			}
+		}
+		if !ok {
+			r.failf("%s delivered %v, want %v (any of %v for the new ones)", op, ids(actual), ids(want), ids(pool))
+		}
 	}
 	r.tally["messages delivered"] += len(got)
 	for i, g := range got {
-		m := want[i]
+		m := actual[i]
+		if m.seq == 0 {
+			r.learn(m, g.SequenceNumber)
+		}
 		if g.DeliveryCount != m.deliv || g.SequenceNumber != m.seq || g.State != m.state || string(g.Body) != m.body {
 			r.failf("%s: %s delivered with count %d seq %d state %s, want %d %d %s", op, m.id, g.DeliveryCount, g.SequenceNumber, g.State, m.deliv, m.seq, m.state)
 		}
@@ -809,13 +865,13 @@ func (r *modelRun) opReceive() {
 	s := &sink{}
 	c, err := r.b.NewConsumer(bg, path, ConsumerOptions{Mode: mode, Deliver: s.deliver, AbandonOnClose: abandonOnClose})
 	r.wantErr("NewConsumer", err, nil)
-	want := r.deliverable(e, sub, nil, n)
+	want, pool := r.deliverable(e, sub, nil, n)
 	c.AddCredit(n)
 	if left := c.Drain(); left != n-len(want) {
 		r.failf("Drain left %d credit, want %d", left, n-len(want))
 	}
 	r.wantErr("Close", c.Close(), nil)
-	r.checkDelivered("Receive "+path, s.take(), want, mode, r.now()+int64(e.lockDur), nil)
+	r.checkDelivered("Receive "+path, e, s.take(), want, pool, mode, r.now()+int64(e.lockDur), nil)
 	if abandonOnClose {
 		for _, m := range want {
 			r.unlock(m)
@@ -895,13 +951,70 @@ func (r *modelRun) opSessionReceive() {
 		return
 	}
 	n := 1 + r.pick(3)
-	r.logf("Session receive %s/%s credit %d", sc.ent.name, sc.s.id, n)
-	want := r.deliverable(sc.ent, SubqueueMain, sc.s, n)
+	drain := r.chance(0.6)
+	r.logf("Session receive %s/%s credit %d drain %v", sc.ent.name, sc.s.id, n, drain)
 	sc.c.AddCredit(n)
-	if left := sc.c.Drain(); left != n-len(want) {
-		r.failf("Drain left %d credit, want %d", left, n-len(want))
+	sc.credit += n
+	r.dispatch()
+	if drain {
+		if left := sc.c.Drain(); left != sc.credit {
+			r.failf("Drain left %d credit, want %d", left, sc.credit)
+		}
+		sc.credit = 0
 	}
-	r.checkDelivered("Session receive "+sc.s.id, sc.sink.take(), want, PeekLock, sc.s.lockedUntil, sc)
+}
+
+// opLongLived opens, feeds, drains or closes a long-lived consumer.
+func (r *modelRun) opLongLived() {
+	e := r.ent()
+	sub := SubqueueDeadLetter
+	if !e.sessions && r.chance(0.6) {
+		sub = SubqueueMain
+	}
+	i := slices.IndexFunc(r.lls, func(ll *mLL) bool { return ll.ent == e && ll.sub == sub })
+	if i < 0 {
+		ll := &mLL{sink: &sink{}, ent: e, sub: sub}
+		r.logf("Open a consumer on %s", ll.path())
+		c, err := r.b.NewConsumer(bg, ll.path(), ConsumerOptions{Deliver: ll.sink.deliver})
+		r.wantErr("NewConsumer", err, nil)
+		ll.c = c
+		r.lls = append(r.lls, ll)
+		return
+	}
+	ll := r.lls[i]
+	switch x := r.rng.Float64(); {
+	case x < 0.6:
+		n := 1 + r.pick(3)
+		r.logf("AddCredit %d to the consumer on %s", n, ll.path())
+		ll.c.AddCredit(n)
+		ll.credit += n
+		r.dispatch()
+	case x < 0.8:
+		r.logf("Drain the consumer on %s", ll.path())
+		if left := ll.c.Drain(); left != ll.credit {
+			r.failf("Drain left %d credit, want %d", left, ll.credit)
+		}
+		ll.credit = 0
+	default:
+		r.logf("Close the consumer on %s", ll.path())
+		r.wantErr("Close", ll.c.Close(), nil)
+		r.lls = slices.Delete(r.lls, i, i+1)
+	}
+}
+
+// dispatch checks what the consumers with credit got since the last look:
+// the messages that became available, in sequence order, up to the credit.
+func (r *modelRun) dispatch() {
+	for _, ll := range r.lls {
+		want, pool := r.deliverable(ll.ent, ll.sub, nil, ll.credit)
+		ll.credit -= len(want)
+		r.checkDelivered("delivery to the consumer on "+ll.path(), ll.ent, ll.sink.take(), want, pool, PeekLock, r.now()+int64(ll.ent.lockDur), nil)
+	}
+	for _, sc := range r.open {
+		want, pool := r.deliverable(sc.ent, SubqueueMain, sc.s, sc.credit)
+		sc.credit -= len(want)
+		r.checkDelivered("delivery to the consumer of session "+sc.s.id, sc.ent, sc.sink.take(), want, pool, PeekLock, sc.s.lockedUntil, sc)
+	}
 }
 
 func (r *modelRun) opSessionClose() {
@@ -1032,6 +1145,21 @@ func (r *modelRun) opSettle() {
 	if kind != "complete" && r.chance(0.3) {
 		k = fmt.Sprintf("k%d", r.step)
 		props = map[string]any{"k": k}
+	}
+	if kind == "abandon" && props == nil && !modelKnownBugs {
+		// Known bug: abandoning only dead letters, without properties,
+		// does not dispatch (TestAbandonDeadLetterRedelivers). Visible only
+		// with a consumer of the dead-letter subqueue holding credit.
+		waiting := slices.ContainsFunc(r.lls, func(ll *mLL) bool { return ll.ent == e && ll.sub == SubqueueDeadLetter && ll.credit > 0 })
+		onlyDL := true
+		for _, t := range tokens {
+			m := tokenFor(e, t)
+			onlyDL = onlyDL && m != nil && m.sub != SubqueueMain
+		}
+		if waiting && onlyDL {
+			k = fmt.Sprintf("k%d", r.step)
+			props = map[string]any{"k": k}
+		}
 	}
 	reason := ""
 	if r.chance(0.7) {
@@ -1183,7 +1311,7 @@ func (r *modelRun) opReceiveDeferred() {
 		return
 	}
 	r.wantErr("ReceiveDeferred", err, nil)
-	r.checkDelivered("ReceiveDeferred "+path, got, want, mode, r.now()+int64(e.lockDur), nil)
+	r.checkDelivered("ReceiveDeferred "+path, e, got, want, nil, mode, r.now()+int64(e.lockDur), nil)
 }
 
 func (r *modelRun) opAdvance() {
@@ -1206,6 +1334,7 @@ func (r *modelRun) opAdvance() {
 		t = max(t, r.now())
 		r.clk.Set(time.Unix(0, t))
 		r.fireEvents()
+		r.dispatch()
 		r.verify()
 	}
 	r.clk.Set(time.Unix(0, target))
@@ -1226,7 +1355,7 @@ func (r *modelRun) opRestart() {
 			s.owner, s.lockedUntil = nil, 0
 		}
 	}
-	r.open = nil
+	r.open, r.lls = nil, nil
 }
 
 func (r *modelRun) opPurge() {
@@ -1310,6 +1439,9 @@ func (r *modelRun) verify() {
 	r.compareCounts(r.topic)
 	if err := r.b.checkInvariants(); err != nil {
 		r.failf("invariants violated:\n%v", err)
+	}
+	for _, e := range r.all() {
+		e.baseSeq = e.maxSeq
 	}
 }
 
@@ -1475,4 +1607,22 @@ func TestReceiveDeferredDuplicateSequenceNumbers(t *testing.T) {
 			mustHoldInvariants(t, e.b)
 		})
 	}
+}
+
+// A dead letter abandoned without properties is available again at once:
+// a consumer of the dead-letter subqueue with credit must get it.
+func TestAbandonDeadLetterRedelivers(t *testing.T) {
+	knownBug(t, "Abandon of dead letters only (no properties) changes no record, so no move runs and nothing dispatches: the message waits, available, beside a consumer with credit")
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"))
+	got := e.receive("q", PeekLock, 1)
+	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, got[0].LockToken))
+	dl := e.receive("q/$DeadLetterQueue", PeekLock, 1)
+	wantBodies(t, dl, "a")
+	c, s := e.consumer("q/$DeadLetterQueue", PeekLock)
+	c.AddCredit(1)
+	e.must(e.b.Abandon(e.ctx, "q", nil, dl[0].LockToken))
+	wantBodies(t, s.take(), "a")
+	mustHoldInvariants(t, e.b)
 }

@@ -305,6 +305,12 @@ func (r *modelRun) wantErr(op string, got, want error) {
 func (r *modelRun) pick(n int) int        { return r.rng.IntN(n) }
 func (r *modelRun) chance(p float64) bool { return r.rng.Float64() < p }
 
+// jitter is a random sub-millisecond duration added to every time the
+// test picks, so that deadlines of different owners (a lock in one queue,
+// an activation in a topic) practically never fall on the same instant,
+// where the broker may run them in either order.
+func (r *modelRun) jitter() time.Duration { return time.Duration(r.pick(1_000_000)) }
+
 func (r *modelRun) ent() *mEnt { return r.ents[r.pick(len(r.ents))] }
 
 // lockingEnt returns, mostly, a queue with locked messages.
@@ -560,7 +566,7 @@ func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
 		msg.Subject, mm.subject = "x", "x"
 	}
 	if r.chance(0.4) {
-		msg.TimeToLive = time.Duration(5+r.pick(180)) * time.Second
+		msg.TimeToLive = time.Duration(5+r.pick(180))*time.Second + r.jitter()
 	}
 	mm.rawTTL = msg.TimeToLive
 	mm.ttl = effTTL(msg.TimeToLive, e.defTTL)
@@ -647,7 +653,7 @@ func (r *modelRun) opSend() {
 	msgs, model, why := r.batch(e)
 	var sched int64
 	if r.chance(0.15) {
-		at := r.clk.Now().Add(time.Duration(1+r.pick(120)) * time.Second)
+		at := r.clk.Now().Add(time.Duration(1+r.pick(120))*time.Second + r.jitter())
 		for _, m := range msgs {
 			m.ScheduledEnqueueTime = at
 		}
@@ -669,7 +675,7 @@ func (r *modelRun) opSend() {
 func (r *modelRun) opSchedule() {
 	e := r.target()
 	msgs, model, why := r.batch(e)
-	at := r.clk.Now().Add(time.Duration(1+r.pick(120)) * time.Second)
+	at := r.clk.Now().Add(time.Duration(1+r.pick(120))*time.Second + r.jitter())
 	if r.chance(0.05) {
 		at, why = time.Time{}, "zero schedule time"
 	}
@@ -1318,11 +1324,11 @@ func (r *modelRun) opAdvance() {
 	var d time.Duration
 	switch r.pick(4) {
 	case 0, 1:
-		d = time.Duration(1+r.pick(10000)) * time.Millisecond
+		d = time.Duration(1+r.pick(10000))*time.Millisecond + r.jitter()
 	case 2:
-		d = time.Duration(1+r.pick(60)) * time.Second
+		d = time.Duration(1+r.pick(60))*time.Second + r.jitter()
 	default:
-		d = time.Duration(1+r.pick(240)) * time.Second
+		d = time.Duration(1+r.pick(240))*time.Second + r.jitter()
 	}
 	target := r.now() + int64(d)
 	r.logf("Advance %v", d)

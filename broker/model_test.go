@@ -305,6 +305,17 @@ func (r *modelRun) wantErr(op string, got, want error) {
 func (r *modelRun) pick(n int) int        { return r.rng.IntN(n) }
 func (r *modelRun) chance(p float64) bool { return r.rng.Float64() < p }
 
+// subqueue picks the dead-letter subqueue of e with probability pDL, else
+// its main one (for a session queue, only when sessionMain: receivers need
+// a session there), and returns it with its path.
+func (r *modelRun) subqueue(e *mEnt, pDL float64, sessionMain bool) (Subqueue, string) {
+	sub := SubqueueMain
+	if (e.sessions && !sessionMain) || r.chance(pDL) {
+		sub = SubqueueDeadLetter
+	}
+	return sub, e.name + sub.String()
+}
+
 // jitter is a random sub-millisecond duration added to every time the
 // test picks, so that deadlines of different owners (a lock in one queue,
 // an activation in a topic) practically never fall on the same instant,
@@ -574,21 +585,21 @@ func (r *modelRun) newMsg(e *mEnt) (*Message, *mMsg) {
 }
 
 // invalidMsg makes a message Send must refuse, and says why.
-func (r *modelRun) invalidMsg(e *mEnt) (*Message, string) {
+func (r *modelRun) invalidMsg(e *mEnt) (*Message, string, error) {
 	msg, _ := r.newMsg(e)
 	switch k := r.pick(4); {
 	case k == 0:
 		msg.TimeToLive = -time.Second
-		return msg, "negative TTL"
+		return msg, "negative TTL", ErrInvalidArgument
 	case k == 1:
 		msg.Body = make([]byte, 1025)
-		return msg, "body too large"
+		return msg, "body too large", ErrMessageSizeExceeded
 	case k == 2 && e.sessions:
 		msg.SessionID = ""
-		return msg, "no session id"
+		return msg, "no session id", ErrSessionRequired
 	default:
 		msg.MessageID = strings.Repeat("i", MaxIDLength+1)
-		return msg, "message id too long"
+		return msg, "message id too long", ErrInvalidArgument
 	}
 }
 
@@ -622,7 +633,7 @@ func (r *modelRun) place(ms []*mMsg, sched int64) []*mMsg {
 }
 
 // batch makes 1-3 messages, one of them invalid with probability 0.12.
-func (r *modelRun) batch(e *mEnt) ([]*Message, []*mMsg, string) {
+func (r *modelRun) batch(e *mEnt) ([]*Message, []*mMsg, string, error) {
 	n := 1 + r.pick(3)
 	var msgs []*Message
 	var model []*mMsg
@@ -631,13 +642,33 @@ func (r *modelRun) batch(e *mEnt) ([]*Message, []*mMsg, string) {
 		msgs, model = append(msgs, msg), append(model, mm)
 	}
 	why := ""
+	var want error
 	if r.chance(0.12) {
-		bad, w := r.invalidMsg(e)
+		bad, w, err := r.invalidMsg(e)
 		i := r.pick(n + 1)
 		msgs = slices.Insert(msgs, i, bad)
-		why = fmt.Sprintf("message %d invalid (%s)", i, w)
+		why, want = fmt.Sprintf("message %d invalid (%s)", i, w), err
 	}
-	return msgs, model, why
+	return msgs, model, why, want
+}
+
+// refused checks the outcome of a batch the model expects refused (why is
+// not empty) and reports whether it was one; verify then checks that
+// nothing changed.
+func (r *modelRun) refused(op, why string, got, want error) bool {
+	if why == "" {
+		return false
+	}
+	if !errors.Is(got, want) {
+		r.failf("%s with %s: error %v, want %v", op, why, got, want)
+	}
+	r.tally[op+": invalid batch refused"]++
+	return true
+}
+
+// later returns a time to schedule at.
+func (r *modelRun) later() time.Time {
+	return r.clk.Now().Add(time.Duration(1+r.pick(120))*time.Second + r.jitter())
 }
 
 func ids(ms []*mMsg) []string {
@@ -650,10 +681,10 @@ func ids(ms []*mMsg) []string {
 
 func (r *modelRun) opSend() {
 	e := r.target()
-	msgs, model, why := r.batch(e)
+	msgs, model, why, want := r.batch(e)
 	var sched int64
 	if r.chance(0.15) {
-		at := r.clk.Now().Add(time.Duration(1+r.pick(120))*time.Second + r.jitter())
+		at := r.later()
 		for _, m := range msgs {
 			m.ScheduledEnqueueTime = at
 		}
@@ -661,11 +692,7 @@ func (r *modelRun) opSend() {
 	}
 	r.logf("Send %s %v sched=%v %s", e.name, ids(model), sched != 0, why)
 	err := r.b.Send(bg, e.name, msgs)
-	if why != "" {
-		if err == nil {
-			r.failf("Send with %s succeeded", why)
-		}
-		r.tally["Send: invalid batch refused"]++
+	if r.refused("Send", why, err, want) {
 		return
 	}
 	r.wantErr("Send", err, nil)
@@ -674,18 +701,14 @@ func (r *modelRun) opSend() {
 
 func (r *modelRun) opSchedule() {
 	e := r.target()
-	msgs, model, why := r.batch(e)
-	at := r.clk.Now().Add(time.Duration(1+r.pick(120))*time.Second + r.jitter())
+	msgs, model, why, want := r.batch(e)
+	at := r.later()
 	if r.chance(0.05) {
-		at, why = time.Time{}, "zero schedule time"
+		at, why, want = time.Time{}, "zero schedule time", ErrInvalidArgument
 	}
 	r.logf("Schedule %s %v %s", e.name, ids(model), why)
 	seqs, err := r.b.Schedule(bg, e.name, at, msgs)
-	if why != "" {
-		if err == nil {
-			r.failf("Schedule with %s succeeded", why)
-		}
-		r.tally["Schedule: invalid batch refused"]++
+	if r.refused("Schedule", why, err, want) {
 		return
 	}
 	r.wantErr("Schedule", err, nil)
@@ -856,11 +879,7 @@ func msgKeyOf(m *Message) string {
 
 func (r *modelRun) opReceive() {
 	e := r.ent()
-	sub := SubqueueDeadLetter
-	if !e.sessions && r.chance(0.7) {
-		sub = SubqueueMain
-	}
-	path := e.name + sub.String()
+	sub, path := r.subqueue(e, 0.3, false)
 	mode := PeekLock
 	if r.chance(0.15) {
 		mode = ReceiveAndDelete
@@ -973,10 +992,7 @@ func (r *modelRun) opSessionReceive() {
 // opLongLived opens, feeds, drains or closes a long-lived consumer.
 func (r *modelRun) opLongLived() {
 	e := r.ent()
-	sub := SubqueueDeadLetter
-	if !e.sessions && r.chance(0.6) {
-		sub = SubqueueMain
-	}
+	sub, _ := r.subqueue(e, 0.4, false)
 	i := slices.IndexFunc(r.lls, func(ll *mLL) bool { return ll.ent == e && ll.sub == sub })
 	if i < 0 {
 		ll := &mLL{sink: &sink{}, ent: e, sub: sub}
@@ -1271,11 +1287,7 @@ func (r *modelRun) opRenew() {
 
 func (r *modelRun) opReceiveDeferred() {
 	e := r.ent()
-	sub := SubqueueMain
-	if r.chance(0.3) {
-		sub = SubqueueDeadLetter
-	}
-	path := e.name + sub.String()
+	sub, path := r.subqueue(e, 0.3, true)
 	deferred := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub && m.state == StateDeferred && !m.locked() })
 	if len(deferred) == 0 && r.chance(0.7) {
 		r.opSettle() // nothing to receive: settle (often defer) instead
@@ -1366,11 +1378,7 @@ func (r *modelRun) opRestart() {
 
 func (r *modelRun) opPurge() {
 	e := r.ent()
-	sub := SubqueueMain
-	if r.chance(0.5) {
-		sub = SubqueueDeadLetter
-	}
-	path := e.name + sub.String()
+	sub, path := r.subqueue(e, 0.5, true)
 	cands := sortedMsgs(e, func(m *mMsg) bool { return m.sub == sub && !m.locked() })
 	if r.chance(0.5) {
 		max := 1 + r.pick(3)

@@ -31,7 +31,7 @@ import (
 //     its heap (the subqueue's, or its session's); every heap is a heap; no
 //     active unlocked message is stranded outside its heap;
 //   - every session with available messages and no owner is queued in
-//     q.ready; an owned session is in the session-lock list, and its owner
+//     q.ready, and then no AcceptNextSession waits; an owned session is in the session-lock list, and its owner
 //     points back to it;
 //   - no consumer has credit while its subqueue (or its session) has
 //     available messages: they would be stranded until the next dispatch;
@@ -470,6 +470,18 @@ func (c *checker) sessions() {
 	}
 	if q.sessHead != nil && (!c.armed(&q.sessDL) || q.sessDL.when > q.sessHead.lockedUntil) {
 		c.errorf("session-lock list: deadline armed %v at %d, after the head's expiry %d", c.armed(&q.sessDL), q.sessDL.when, q.sessHead.lockedUntil)
+	}
+	for _, w := range q.waiters {
+		if !c.armed(&w.dl) {
+			c.errorf("an AcceptNextSession waiter has no deadline armed")
+		}
+	}
+	if len(q.waiters) > 0 {
+		for id, s := range q.sessions {
+			if s.owner == nil && len(s.avail) > 0 {
+				c.errorf("session %q is available while %d AcceptNextSession calls wait", id, len(q.waiters))
+			}
+		}
 	}
 	if !q.sessionful() && (len(q.sessions) > 0 || len(q.ready) > 0) {
 		c.errorf("an entity without sessions has %d sessions, %d ready", len(q.sessions), len(q.ready))

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -158,6 +159,30 @@ type mLL struct {
 
 func (ll *mLL) path() string { return ll.ent.name + ll.sub.String() }
 
+// mWaiter is an AcceptNextSession call blocked in its own goroutine.
+type mWaiter struct {
+	res      chan acceptResult
+	sink     *sink
+	deadline int64
+}
+
+// outcome returns the waiter's result, which the broker has already
+// decided: the goroutine only has to pass it on.
+func (r *modelRun) outcome(w *mWaiter) acceptResult {
+	var res acceptResult
+	if !poll.Wait(0, func() bool {
+		select {
+		case res = <-w.res:
+			return true
+		default:
+			return false
+		}
+	}) {
+		r.failf("a waiting AcceptNextSession did not return")
+	}
+	return res
+}
+
 type modelRun struct {
 	t     *testing.T
 	seed  uint64
@@ -174,6 +199,7 @@ type modelRun struct {
 	stale  []LockToken // tokens whose lock ended
 	open   []*mSC      // session consumers holding their session
 	lls    []*mLL      // long-lived consumers, at most one per subqueue
+	waits  []*mWaiter  // AcceptNextSession calls waiting for a session, oldest first
 	log    []string
 	tally  map[string]int // what happened, for -v
 }
@@ -460,6 +486,9 @@ func (r *modelRun) nextEvent() (int64, bool) {
 			}
 		}
 	}
+	for _, w := range r.waits {
+		at(w.deadline)
+	}
 	return t, ok
 }
 
@@ -628,6 +657,9 @@ func (r *modelRun) place(ms []*mMsg, sched int64) []*mMsg {
 			m.expires = r.expiryFrom(now, m.ttl)
 		}
 		m.ent.msgs[m.id] = m
+		if m.ent.sessions {
+			m.ent.session(m.session)
+		}
 	}
 	return kept
 }
@@ -936,6 +968,10 @@ func (r *modelRun) opAccept() {
 			cands = append(cands, ms.id)
 		}
 	}
+	if len(cands) == 0 && len(r.waits) < 3 && r.chance(0.5) {
+		r.acceptWait(e, s, o)
+		return
+	}
 	r.logf("AcceptNextSession %s (candidates %v)", e.name, cands)
 	c, err := r.b.AcceptNextSession(bg, e.name, 0, o)
 	if len(cands) == 0 {
@@ -947,6 +983,72 @@ func (r *modelRun) opAccept() {
 		r.failf("AcceptNextSession locked session %q, not one of %v", c.SessionID(), cands)
 	}
 	r.accepted(e, e.sess[c.SessionID()], c, s)
+}
+
+// acceptWait starts an AcceptNextSession that must wait: no session is
+// available. It returns once the broker has registered the waiter.
+func (r *modelRun) acceptWait(e *mEnt, sk *sink, o ConsumerOptions) {
+	timeout := time.Duration(1+r.pick(60))*time.Second + r.jitter()
+	w := &mWaiter{res: make(chan acceptResult, 1), sink: sk, deadline: r.now() + int64(timeout)}
+	r.logf("AcceptNextSession %s waiting up to %v", e.name, timeout)
+	q := r.b.byName[e.name].q
+	q.mu.Lock()
+	before := len(q.waiters)
+	q.mu.Unlock()
+	go func() {
+		c, err := r.b.AcceptNextSession(bg, e.name, timeout, o)
+		w.res <- acceptResult{c, err}
+	}()
+	if !poll.Wait(0, func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.waiters) > before
+	}) {
+		r.failf("AcceptNextSession with no session available did not wait")
+	}
+	r.waits = append(r.waits, w)
+}
+
+// serveWaiters hands available sessions to the waiting acceptors, oldest
+// first, as the broker does the moment a session becomes available.
+func (r *modelRun) serveWaiters() {
+	e := r.sessEnt()
+	for len(r.waits) > 0 {
+		var cands []string
+		for _, ms := range sortedSessions(e) {
+			if ms.owner == nil && len(r.deliverableNoExpire(e, ms)) > 0 {
+				cands = append(cands, ms.id)
+			}
+		}
+		if len(cands) == 0 {
+			return
+		}
+		w := r.waits[0]
+		r.waits = r.waits[1:]
+		res := r.outcome(w)
+		r.wantErr("waiting AcceptNextSession", res.err, nil)
+		id := res.c.SessionID()
+		r.logf("model: a waiting acceptor gets session %s (candidates %v)", id, cands)
+		if !slices.Contains(cands, id) {
+			r.failf("a waiting AcceptNextSession got session %q, not one of %v", id, cands)
+		}
+		r.accepted(e, e.sess[id], res.c, w.sink)
+	}
+}
+
+// endWaiters checks that the waiters whose time is up (all, on close)
+// fail with want.
+func (r *modelRun) endWaiters(all bool, want error) {
+	now := r.now()
+	r.waits = slices.DeleteFunc(r.waits, func(w *mWaiter) bool {
+		if !all && w.deadline > now {
+			return false
+		}
+		r.logf("model: a waiting acceptor gives up")
+		res := r.outcome(w)
+		r.wantErr("waiting AcceptNextSession", res.err, want)
+		return true
+	})
 }
 
 func (r *modelRun) deliverableNoExpire(e *mEnt, s *mSess) []*mMsg {
@@ -1027,6 +1129,7 @@ func (r *modelRun) opLongLived() {
 // dispatch checks what the consumers with credit got since the last look:
 // the messages that became available, in sequence order, up to the credit.
 func (r *modelRun) dispatch() {
+	r.serveWaiters()
 	for _, ll := range r.lls {
 		want, pool := r.deliverable(ll.ent, ll.sub, nil, ll.credit)
 		ll.credit -= len(want)
@@ -1353,6 +1456,7 @@ func (r *modelRun) opAdvance() {
 		r.clk.Set(time.Unix(0, t))
 		r.fireEvents()
 		r.dispatch()
+		r.endWaiters(false, ErrTimeout)
 		r.verify()
 	}
 	r.clk.Set(time.Unix(0, target))
@@ -1361,6 +1465,7 @@ func (r *modelRun) opAdvance() {
 func (r *modelRun) opRestart() {
 	r.logf("Restart")
 	r.wantErr("Close", r.b.Close(), nil)
+	r.endWaiters(true, ErrClosed)
 	r.st = r.st.Reopen()
 	r.openBroker()
 	// Locks do not survive a restart: the messages are available again

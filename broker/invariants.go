@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,7 +21,7 @@ import (
 // What it checks, per entity with a qstate:
 //   - every message record in the store is in q.msgs with the same subqueue,
 //     state, delivery count, times, size, body reference and session, and
-//     has a body record of that size; q.msgs has nothing else, and no body
+//     has a body record of that size, which equals its cached copy; q.msgs has nothing else, and no body
 //     record is left without its message;
 //   - q.n[sub][state], q.size and the sessions' counts equal what q.msgs
 //     holds; nothing is pending and nothing reserved;
@@ -70,7 +71,7 @@ type storedMsg struct {
 }
 
 // storedMessages reads the message and body records of entity e.
-func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]int64, []error) {
+func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Message, []error) {
 	var errs []error
 	msgs := map[uint64]storedMsg{}
 	start, end := prefixRange(kMessage, e.id)
@@ -97,7 +98,7 @@ func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]int
 	if err != nil {
 		errs = append(errs, fmt.Errorf("scanning messages: %w", err))
 	}
-	bodies := map[uint64]int64{}
+	bodies := map[uint64]*Message{}
 	start, end = prefixRange(kBody, e.id)
 	err = b.st.Scan(start, end, func(k, v []byte) error {
 		if len(k) != 17 {
@@ -105,20 +106,20 @@ func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]int
 			return nil
 		}
 		ref := binary.BigEndian.Uint64(k[9:])
-		m, err := decodeMessage(v)
+		m, err := decodeMessage(bytes.Clone(v))
 		if err != nil {
 			errs = append(errs, fmt.Errorf("body %d: %w", ref, err))
 			return nil
 		}
-		bodies[ref] = int64(len(m.Body))
+		bodies[ref] = m
 		return nil
 	})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("scanning bodies: %w", err))
 	}
 	for seq, sm := range msgs {
-		if n, ok := bodies[sm.mm.bodyRef]; ok {
-			sm.bodyLen = n
+		if m, ok := bodies[sm.mm.bodyRef]; ok {
+			sm.bodyLen = int64(len(m.Body))
 			msgs[seq] = sm
 		}
 	}
@@ -192,8 +193,9 @@ func (c *checker) errorf(format string, args ...any) {
 	c.errs = append(c.errs, fmt.Errorf("%s: %s", c.q.ent.path(), fmt.Sprintf(format, args...)))
 }
 
-// store compares q.msgs with the records of the store.
-func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]int64) {
+// store compares q.msgs, and the cached bodies, with the records of the
+// store.
+func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message) {
 	q := c.q
 	refs := map[uint64]bool{}
 	for seq, m := range q.msgs {
@@ -218,6 +220,11 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]int64) {
 		case sm.bodyLen != m.size:
 			c.errorf("message %d: body of %d bytes, index says %d", seq, sm.bodyLen, m.size)
 		}
+		if cached := c.b.cache.get(cacheKey{q.ent.id, m.bodyRef}); cached != nil && bodies[m.bodyRef] != nil {
+			if diff := messageDiff(cached, bodies[m.bodyRef]); diff != "" {
+				c.errorf("message %d: the cached copy differs from the store in %s", seq, diff)
+			}
+		}
 	}
 	for seq := range stored {
 		if q.msgs[seq] == nil {
@@ -229,6 +236,28 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]int64) {
 			c.errorf("body record %d belongs to no message", ref)
 		}
 	}
+}
+
+// messageDiff names the first stored field in which a and b differ ("" when
+// none): the fields of a message record, not the broker-assigned ones.
+func messageDiff(a, b *Message) string {
+	switch {
+	case !bytes.Equal(a.Body, b.Body):
+		return "Body"
+	case a.MessageID != b.MessageID || a.SessionID != b.SessionID || a.CorrelationID != b.CorrelationID ||
+		a.To != b.To || a.ReplyTo != b.ReplyTo || a.ReplyToSessionID != b.ReplyToSessionID || a.Subject != b.Subject ||
+		a.ContentType != b.ContentType || a.PartitionKey != b.PartitionKey || a.ViaPartitionKey != b.ViaPartitionKey:
+		return "a system property"
+	case a.DeadLetterSource != b.DeadLetterSource || a.EnqueueSequenceNumber != b.EnqueueSequenceNumber || a.hops != b.hops:
+		return "its forwarding fields"
+	case a.TimeToLive != b.TimeToLive || !a.ScheduledEnqueueTime.Equal(b.ScheduledEnqueueTime):
+		return "TimeToLive or ScheduledEnqueueTime"
+	case a.PropertiesModified != b.PropertiesModified || a.SystemPropertiesModified != b.SystemPropertiesModified:
+		return "its modified flags"
+	case fmt.Sprint(a.Properties) != fmt.Sprint(b.Properties):
+		return fmt.Sprintf("Properties (%v, stored %v)", a.Properties, b.Properties)
+	}
+	return ""
 }
 
 // messages checks each message and the counters derived from them.

@@ -122,6 +122,12 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 			c := &Consumer{b: e.b, q: q, credit: 2, opts: ConsumerOptions{Deliver: func(*Message) {}}}
 			q.consumers[SubqueueMain] = append(q.consumers[SubqueueMain], c)
 		}, "has 2 credit while 2 messages are available"},
+		{"cache differs from store", func(t *testing.T, e *env, q, s *qstate) {
+			m := find(t, q, "ttl1")
+			c := *e.b.cache.get(cacheKey{q.ent.id, m.bodyRef})
+			c.Properties = map[string]any{"x": int64(1)}
+			e.b.cache.put(cacheKey{q.ent.id, m.bodyRef}, &c)
+		}, "the cached copy differs from the store in Properties"},
 		{"sequence numbers", func(t *testing.T, e *env, q, s *qstate) { q.ent.seq.next = 2 }, "not below the next sequence number 2"},
 	}
 	for _, tc := range cases {

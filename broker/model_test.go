@@ -33,7 +33,7 @@ package broker
 //
 //	BUSBAR_MODEL_STEPS=2000 BUSBAR_MODEL_SEEDS=100 go test -timeout 60m -run 'TestModel$' ./broker
 //	BUSBAR_MODEL_SEED=17 go test -run 'TestModel$' ./broker   # replay one seed
-//	BUSBAR_MODEL_KNOWN_BUGS=1 go test -run 'TestModel$|KnownBug' ./broker
+//	BUSBAR_MODEL_KNOWN_BUGS=1 go test ./broker
 //
 // BUSBAR_MODEL_KNOWN_BUGS=1 also generates the operations of known,
 // unfixed broker bugs and runs their focused tests (at the end of this
@@ -899,6 +899,12 @@ func (r *modelRun) checkDelivered(op string, e *mEnt, got []*Message, want, pool
 		}
 		if g.DeliveryCount != m.deliv || g.SequenceNumber != m.seq || g.State != m.state || string(g.Body) != m.body {
 			r.failf("%s: %s delivered with count %d seq %d state %s, want %d %d %s", op, m.id, g.DeliveryCount, g.SequenceNumber, g.State, m.deliv, m.seq, m.state)
+		}
+		if k, _ := g.Properties["k"].(string); k != m.k {
+			r.failf("%s: %s delivered with property k=%q, want %q", op, m.id, k, m.k)
+		}
+		if reason, _ := g.Properties[PropDeadLetterReason].(string); reason != m.reason {
+			r.failf("%s: %s delivered with DeadLetterReason %q, want %q", op, m.id, reason, m.reason)
 		}
 		if mode == ReceiveAndDelete {
 			if g.LockToken != (LockToken{}) {

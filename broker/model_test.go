@@ -1777,3 +1777,25 @@ func TestAbandonDeadLetterRedelivers(t *testing.T) {
 	wantBodies(t, s.take(), "a")
 	mustHoldInvariants(t, e.b)
 }
+
+// Re-enabling receive hands the waiting messages to the consumers with
+// credit; for a receive-and-delete consumer that means a delete commit.
+func TestUpdateReenablingReceiveAndDelete(t *testing.T) {
+	knownBug(t, "update dispatches with a work that has no queue (&work{}): finishing a receive-and-delete delivery (or a move) dereferences w.q == nil and panics, after the delete was committed")
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	c, s := e.consumer("q", ReceiveAndDelete)
+	e.must(e.b.UpdateQueue(e.ctx, "q", QueueProperties{Status: StatusReceiveDisabled}))
+	c.AddCredit(1)
+	e.send("q", msg("a"))
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("UpdateQueue re-enabling receive panicked: %v", p)
+			}
+		}()
+		e.must(e.b.UpdateQueue(e.ctx, "q", QueueProperties{}))
+	}()
+	wantBodies(t, s.take(), "a")
+	mustHoldInvariants(t, e.b)
+}

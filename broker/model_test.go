@@ -143,6 +143,7 @@ type mEnt struct {
 	kind     entityKind
 	subs     []*mEnt // topic: its subscriptions
 	subject  string  // subscription: receives only messages with this Subject ("" = all)
+	status   EntityStatus
 	sessions bool
 	lockDur  time.Duration
 	maxDeliv uint32
@@ -155,6 +156,9 @@ type mEnt struct {
 	baseSeq  int64 // maxSeq at the last verify: new messages must be above it
 	sess     map[string]*mSess
 }
+
+func (e *mEnt) canReceive() bool { return e.status != StatusReceiveDisabled }
+func (e *mEnt) canSend() bool    { return e.status != StatusSendDisabled }
 
 // mSess is the model of one session of a session queue.
 type mSess struct {
@@ -594,6 +598,7 @@ func (r *modelRun) randomOp() {
 		{10, r.opAdvance},
 		{2, r.opRestart},
 		{2, r.opPurge},
+		{2, r.opUpdate},
 	}
 	total := 0
 	for _, o := range ops {
@@ -740,6 +745,9 @@ func ids(ms []*mMsg) []string {
 func (r *modelRun) opSend() {
 	e := r.target()
 	msgs, model, why, want := r.batch(e)
+	if !e.canSend() {
+		why, want = "sends disabled", ErrEntityDisabled
+	}
 	var sched int64
 	if r.chance(0.15) {
 		at := r.later()
@@ -760,6 +768,9 @@ func (r *modelRun) opSend() {
 func (r *modelRun) opSchedule() {
 	e := r.target()
 	msgs, model, why, want := r.batch(e)
+	if !e.canSend() {
+		why, want = "sends disabled", ErrEntityDisabled
+	}
 	at := r.later()
 	if r.chance(0.05) {
 		at, why, want = time.Time{}, "zero schedule time", ErrInvalidArgument
@@ -953,6 +964,10 @@ func (r *modelRun) opReceive() {
 	r.logf("Receive %s credit %d mode %d abandonOnClose %v", path, n, mode, abandonOnClose)
 	s := &sink{}
 	c, err := r.b.NewConsumer(bg, path, ConsumerOptions{Mode: mode, Deliver: s.deliver, AbandonOnClose: abandonOnClose})
+	if !e.canReceive() {
+		r.wantErr("NewConsumer on a receive-disabled entity", err, ErrEntityDisabled)
+		return
+	}
 	r.wantErr("NewConsumer", err, nil)
 	want, pool := r.deliverable(e, sub, nil, n)
 	c.AddCredit(n)
@@ -981,6 +996,12 @@ func (r *modelRun) opAccept() {
 	e := r.sessEnt()
 	s := &sink{}
 	o := ConsumerOptions{Deliver: s.deliver}
+	if !e.canReceive() {
+		r.logf("AcceptNextSession %s, receive-disabled", e.name)
+		_, err := r.b.AcceptNextSession(bg, e.name, time.Minute, o)
+		r.wantErr("AcceptNextSession on a receive-disabled entity", err, ErrEntityDisabled)
+		return
+	}
 	if r.chance(0.5) {
 		id := append(sessionIDs, "e")[r.pick(len(sessionIDs)+1)]
 		ms := e.sess[id]
@@ -1132,6 +1153,10 @@ func (r *modelRun) opLongLived() {
 		ll := &mLL{sink: &sink{}, ent: e, sub: sub}
 		r.logf("Open a consumer on %s", ll.path())
 		c, err := r.b.NewConsumer(bg, ll.path(), ConsumerOptions{Deliver: ll.sink.deliver})
+		if !e.canReceive() {
+			r.wantErr("NewConsumer on a receive-disabled entity", err, ErrEntityDisabled)
+			return
+		}
 		r.wantErr("NewConsumer", err, nil)
 		ll.c = c
 		r.lls = append(r.lls, ll)
@@ -1162,13 +1187,21 @@ func (r *modelRun) opLongLived() {
 // the messages that became available, in sequence order, up to the credit.
 func (r *modelRun) dispatch() {
 	r.serveWaiters()
+	// A receive-disabled entity delivers nothing: its consumers keep their
+	// credit.
+	credit := func(e *mEnt, n int) int {
+		if !e.canReceive() {
+			return 0
+		}
+		return n
+	}
 	for _, ll := range r.lls {
-		want, pool := r.deliverable(ll.ent, ll.sub, nil, ll.credit)
+		want, pool := r.deliverable(ll.ent, ll.sub, nil, credit(ll.ent, ll.credit))
 		ll.credit -= len(want)
 		r.checkDelivered("delivery to the consumer on "+ll.path(), ll.ent, ll.sink.take(), want, pool, PeekLock, r.now()+int64(ll.ent.lockDur), nil)
 	}
 	for _, sc := range r.open {
-		want, pool := r.deliverable(sc.ent, SubqueueMain, sc.s, sc.credit)
+		want, pool := r.deliverable(sc.ent, SubqueueMain, sc.s, credit(sc.ent, sc.credit))
 		sc.credit -= len(want)
 		r.checkDelivered("delivery to the consumer of session "+sc.s.id, sc.ent, sc.sink.take(), want, pool, PeekLock, sc.s.lockedUntil, sc)
 	}
@@ -1511,6 +1544,41 @@ func (r *modelRun) opRestart() {
 		}
 	}
 	r.open, r.lls = nil, nil
+}
+
+// opUpdate changes the lock duration, maximum delivery count and status
+// of a queue or subscription. New locks take the new duration; existing
+// ones keep theirs.
+func (r *modelRun) opUpdate() {
+	e := r.ent()
+	e.lockDur = []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 45 * time.Second}[r.pick(4)]
+	e.maxDeliv = uint32(2 + r.pick(4))
+	e.status = StatusActive
+	switch x := r.rng.Float64(); {
+	case x < 0.25:
+		e.status = StatusReceiveDisabled
+	case x < 0.4 && e.kind == kindQueue:
+		e.status = StatusSendDisabled
+	}
+	r.logf("Update %s: lock %v, max deliveries %d, %s", e.name, e.lockDur, e.maxDeliv, e.status)
+	var err error
+	if e.kind == kindQueue {
+		var qi *QueueInfo
+		if qi, err = r.b.GetQueue(bg, e.name); err == nil {
+			p := qi.Properties
+			p.LockDuration, p.MaxDeliveryCount, p.Status = e.lockDur, int32(e.maxDeliv), e.status
+			err = r.b.UpdateQueue(bg, e.name, p)
+		}
+	} else {
+		topic, name, _ := strings.Cut(e.name, "/Subscriptions/")
+		var si *SubscriptionInfo
+		if si, err = r.b.GetSubscription(bg, topic, name); err == nil {
+			p := si.Properties
+			p.LockDuration, p.MaxDeliveryCount, p.Status = e.lockDur, int32(e.maxDeliv), e.status
+			err = r.b.UpdateSubscription(bg, topic, name, p)
+		}
+	}
+	r.wantErr("Update", err, nil)
 }
 
 func (r *modelRun) opPurge() {

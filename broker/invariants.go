@@ -19,12 +19,13 @@ import (
 // broker's lock order; it reads the store outside every queue lock.
 //
 // What it checks, per entity with a qstate:
-//   - every message record in the store is in q.msgs with the same subqueue,
-//     state, delivery count, times, size, body reference and session, and
-//     has a body record of that size, which equals its cached copy; q.msgs has nothing else, and no body
-//     record is left without its message;
-//   - q.n[sub][state], q.size and the sessions' counts equal what q.msgs
-//     holds; nothing is pending and nothing reserved;
+//   - every message record in the store is in q.msgs with the same
+//     subqueue, state, delivery count, times, size, body reference and
+//     session, and has a body record of that size, equal to its cached
+//     copy; q.msgs has nothing else, and no body record is left without
+//     its message;
+//   - q.n[sub][state], q.size (the quota counter) and the sessions' counts
+//     equal what q.msgs holds; nothing is pending and nothing reserved;
 //   - every locked message is in q.locks under its token and in the right
 //     lock list (the queue's, sorted by lockedUntil, or its session
 //     consumer's); the lists link back and forth consistently;
@@ -32,8 +33,8 @@ import (
 //     its heap (the subqueue's, or its session's); every heap is a heap; no
 //     active unlocked message is stranded outside its heap;
 //   - every session with available messages and no owner is queued in
-//     q.ready, and then no AcceptNextSession waits; an owned session is in the session-lock list, and its owner
-//     points back to it;
+//     q.ready, and then no AcceptNextSession waits; an owned session is in
+//     the session-lock list, and its owner points back to it;
 //   - no consumer has credit while its subqueue (or its session) has
 //     available messages: they would be stranded until the next dispatch;
 //   - every scheduled message is armed in the wheel at its scheduled time,

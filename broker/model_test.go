@@ -134,6 +134,7 @@ type mMsg struct {
 	sched   int64         // scheduled enqueue time (scheduled messages)
 	k       string        // application property "k" ("" = absent)
 	reason  string        // DeadLetterReason ("" = absent)
+	dlFrom  string        // DeadLetterSource: where a forwarded dead letter was dead-lettered
 
 	token       LockToken
 	lockedUntil int64 // 0: unlocked
@@ -152,6 +153,7 @@ type mEnt struct {
 	kind     entityKind
 	subs     []*mEnt // topic: its subscriptions
 	subject  string  // subscription: receives only messages with this Subject ("" = all)
+	fwdDL    *mEnt   // ForwardDeadLetteredMessagesTo
 	status   EntityStatus
 	sessions bool
 	lockDur  time.Duration
@@ -250,10 +252,12 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 	r.ents = []*mEnt{
 		{name: "mq", lockDur: 30 * time.Second, maxDeliv: 3, defTTL: 5 * time.Minute, dlOnExp: true, dupWin: 2 * time.Minute},
 		{name: "ms", sessions: true, lockDur: 20 * time.Second, maxDeliv: 4, defTTL: InfiniteTTL},
-		{name: "mt/Subscriptions/all", kind: kindSubscription, lockDur: 25 * time.Second, maxDeliv: 2, defTTL: 4 * time.Minute},
+		{name: "mdl", lockDur: 30 * time.Second, maxDeliv: 10, defTTL: InfiniteTTL}, // gets the dead letters of mt/Subscriptions/all
+		{name: "mt/Subscriptions/all", kind: kindSubscription, lockDur: 25 * time.Second, maxDeliv: 2, defTTL: 4 * time.Minute, dlOnExp: true},
 		{name: "mt/Subscriptions/x", kind: kindSubscription, subject: "x", lockDur: 15 * time.Second, maxDeliv: 5, defTTL: InfiniteTTL, dlOnExp: true},
 	}
-	r.topic = &mEnt{name: "mt", kind: kindTopic, defTTL: InfiniteTTL, subs: r.ents[2:]}
+	r.ents[3].fwdDL = r.ents[2]
+	r.topic = &mEnt{name: "mt", kind: kindTopic, defTTL: InfiniteTTL, subs: r.ents[3:]}
 	must := func(err error) {
 		if err != nil {
 			t.Fatal(err)
@@ -274,6 +278,9 @@ func newModelRun(t *testing.T, seed uint64) *modelRun {
 		case kindSubscription:
 			sp := SubscriptionProperties{LockDuration: e.lockDur, MaxDeliveryCount: int32(e.maxDeliv),
 				DefaultMessageTimeToLive: e.defTTL, DeadLetteringOnMessageExpiration: e.dlOnExp}
+			if e.fwdDL != nil {
+				sp.ForwardDeadLetteredMessagesTo = e.fwdDL.name
+			}
 			if e.subject != "" {
 				sp.DefaultRule = &RuleProperties{Name: "subject", Filter: RuleFilter{Kind: FilterCorrelation,
 					Correlation: CorrelationFilter{Subject: e.subject}}}
@@ -427,6 +434,18 @@ func (r *modelRun) deadLetter(m *mMsg, reason string) {
 	m.sub, m.state = SubqueueDeadLetter, StateActive
 	if reason != "" {
 		m.reason = reason
+	}
+	if to := m.ent.fwdDL; to != nil {
+		// Forwarded: a new message of the target queue, from the
+		// dead-lettered content, with a count and a TTL of its own.
+		delete(m.ent.msgs, m.id)
+		c := *m
+		c.ent, c.sub, c.deliv, c.seq, c.sched, c.session = to, SubqueueMain, 0, 0, 0, ""
+		c.ttl = effTTL(m.rawTTL, to.defTTL)
+		c.expires = r.expiryFrom(r.now(), c.ttl)
+		c.dlFrom = m.ent.name
+		to.msgs[c.id] = &c
+		r.tally["dead letters forwarded"]++
 	}
 }
 
@@ -1691,6 +1710,9 @@ func (r *modelRun) compare(path string, g *Message, m *mMsg) {
 	if g.State != m.state || g.DeliveryCount != m.deliv || g.SessionID != m.session || string(g.Body) != m.body || !g.ExpiresAt.Equal(exp) {
 		r.failf("Peek %s: %s is %s count %d session %q expires %v, want %s %d %q %v", path, m.id,
 			g.State, g.DeliveryCount, g.SessionID, g.ExpiresAt, m.state, m.deliv, m.session, exp)
+	}
+	if g.DeadLetterSource != m.dlFrom {
+		r.failf("Peek %s: %s has DeadLetterSource %q, want %q", path, m.id, g.DeadLetterSource, m.dlFrom)
 	}
 	if m.state == StateScheduled && !g.ScheduledEnqueueTime.Equal(time.Unix(0, m.sched)) {
 		r.failf("Peek %s: %s scheduled at %v, want %v", path, m.id, g.ScheduledEnqueueTime, time.Unix(0, m.sched).UTC())

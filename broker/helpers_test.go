@@ -46,6 +46,7 @@ func (e *env) open() {
 	}
 	e.b = b
 	e.t.Cleanup(func() { b.Close() })
+	e.checkOnCleanup(b)
 }
 
 // restart closes the broker and opens a new one over the same data.

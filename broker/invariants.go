@@ -1,0 +1,663 @@
+package broker
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// checkInvariants verifies the in-memory index of every queue, topic and
+// subscription against itself and against the store, and the deadline
+// heap, and returns every violation found, joined (nil when none).
+//
+// It is meant for tests, at a quiescent point: no broker call in flight, no
+// store commit pending. Some facts hold only then (no message is pending a
+// commit, nothing is reserved for an uncommitted send, the index equals the
+// store). It takes b.mu, then each queue's mu and the wheel's mu, in the
+// broker's lock order; it reads the store outside every queue lock.
+//
+// What it checks, per entity with a qstate:
+//   - every message record in the store is in q.msgs with the same
+//     subqueue, state, delivery count, times, size, body reference and
+//     session, and has a body record of that size, equal to its cached
+//     copy; q.msgs has nothing else, and no body record is left without
+//     its message;
+//   - q.n[sub][state], q.size (the quota counter) and the sessions' counts
+//     equal what q.msgs holds; nothing is pending and nothing reserved;
+//   - every locked message is in q.locks under its token and in the right
+//     lock list (the queue's, sorted by lockedUntil, or its session
+//     consumer's); the lists link back and forth consistently;
+//   - an available message (hidx ≥ 0) is active, unlocked, and at hidx in
+//     its heap (the subqueue's, or its session's); every heap is a heap; no
+//     active unlocked message is stranded outside its heap;
+//   - every session with available messages and no owner is queued in
+//     q.ready, and then no AcceptNextSession waits; an owned session is in
+//     the session-lock list, and its owner points back to it;
+//   - no consumer has credit while its subqueue (or its session) has
+//     available messages: they would be stranded until the next dispatch;
+//   - every scheduled message is armed in the wheel at its scheduled time,
+//     every available main-subqueue message with a TTL at its expiry; no
+//     other message deadline is armed; the lock lists' deadlines are armed
+//     no later than their heads;
+//   - sequence numbers and body references are below the entity's next
+//     sequence number, which is within the persisted high-water mark.
+//
+// And the wheel: positions, heap order, and the timer armed no later than
+// the earliest deadline.
+func (b *Broker) checkInvariants() error {
+	b.mu.RLock()
+	ents := make([]*entity, 0, len(b.byID))
+	for _, e := range b.byID {
+		ents = append(ents, e)
+	}
+	b.mu.RUnlock()
+	sort.Slice(ents, func(i, j int) bool { return ents[i].id < ents[j].id })
+	var errs []error
+	for _, e := range ents {
+		if e.deleted.Load() || e.q == nil {
+			continue
+		}
+		errs = append(errs, b.checkEntity(e)...)
+	}
+	errs = append(errs, b.wheel.check()...)
+	return errors.Join(errs...)
+}
+
+// storedMsg is a message as the store has it.
+type storedMsg struct {
+	mm      msgMeta
+	bodyLen int64 // -1: no body record
+}
+
+// storedMessages reads the message and body records of entity e.
+func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Message, []error) {
+	var errs []error
+	msgs := map[uint64]storedMsg{}
+	start, end := prefixRange(kMessage, e.id)
+	err := b.st.Scan(start, end, func(k, v []byte) error {
+		if len(k) != 18 {
+			errs = append(errs, fmt.Errorf("message key %x has %d bytes", k, len(k)))
+			return nil
+		}
+		seq := binary.BigEndian.Uint64(k[10:])
+		mm, err := decodeMeta(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("message %d: %w", seq, err))
+			return nil
+		}
+		if byte(mm.sub) != k[9] {
+			errs = append(errs, fmt.Errorf("message %d: record of subqueue %d under a key of subqueue %d", seq, mm.sub, k[9]))
+		}
+		if _, dup := msgs[seq]; dup {
+			errs = append(errs, fmt.Errorf("message %d: records in two subqueues", seq))
+		}
+		msgs[seq] = storedMsg{mm: mm, bodyLen: -1}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("scanning messages: %w", err))
+	}
+	bodies := map[uint64]*Message{}
+	start, end = prefixRange(kBody, e.id)
+	err = b.st.Scan(start, end, func(k, v []byte) error {
+		if len(k) != 17 {
+			errs = append(errs, fmt.Errorf("body key %x has %d bytes", k, len(k)))
+			return nil
+		}
+		ref := binary.BigEndian.Uint64(k[9:])
+		m, err := decodeMessage(bytes.Clone(v))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("body %d: %w", ref, err))
+			return nil
+		}
+		bodies[ref] = m
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("scanning bodies: %w", err))
+	}
+	for seq, sm := range msgs {
+		if m, ok := bodies[sm.mm.bodyRef]; ok {
+			sm.bodyLen = int64(len(m.Body))
+			msgs[seq] = sm
+		}
+	}
+	return msgs, bodies, errs
+}
+
+// checkEntity checks one entity's qstate.
+func (b *Broker) checkEntity(e *entity) []error {
+	stored, bodies, serrs := b.storedMessages(e)
+	var mark uint64
+	var hasMark bool
+	seqOwner := e
+	if e.kind == kindSubscription {
+		seqOwner = e.parent
+	}
+	if v, err := b.st.Get(key1(kCounter, seqOwner.id)); err == nil {
+		if mark, err = decodeUint(v); err != nil {
+			serrs = append(serrs, fmt.Errorf("sequence counter record: %w", err))
+		}
+		hasMark = true
+	}
+
+	q := e.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	b.wheel.mu.Lock()
+	defer b.wheel.mu.Unlock()
+
+	c := &checker{q: q, b: b}
+	for _, err := range serrs {
+		c.errorf("%v", err)
+	}
+	c.store(stored, bodies)
+	c.messages()
+	c.lockList()
+	c.sessions()
+	c.heaps()
+	c.credit()
+	c.deadlines()
+	if sc := seqOwner.seq; sc != nil {
+		sc.mu.Lock()
+		next, reserved := sc.next, sc.reserved
+		sc.mu.Unlock()
+		if next == 0 || next-1 > reserved {
+			c.errorf("sequence counter: next %d beyond the reserved mark %d", next, reserved)
+		}
+		if hasMark && mark != reserved {
+			c.errorf("sequence counter: persisted mark %d, in memory %d", mark, reserved)
+		}
+		if !hasMark && next > 1 {
+			c.errorf("sequence counter: next is %d but no mark is persisted", next)
+		}
+		for seq, m := range q.msgs {
+			if seq >= next || m.bodyRef >= next {
+				c.errorf("message %d (body %d): not below the next sequence number %d", seq, m.bodyRef, next)
+			}
+		}
+	}
+	return c.errs
+}
+
+// checker accumulates the violations of one qstate; q.mu and the wheel's
+// mu are held.
+type checker struct {
+	q    *qstate
+	b    *Broker
+	errs []error
+}
+
+func (c *checker) errorf(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf("%s: %s", c.q.ent.path(), fmt.Sprintf(format, args...)))
+}
+
+// store compares q.msgs, and the cached bodies, with the records of the
+// store.
+func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message) {
+	q := c.q
+	refs := map[uint64]bool{}
+	for seq, m := range q.msgs {
+		refs[m.bodyRef] = true
+		sm, ok := stored[seq]
+		if !ok {
+			c.errorf("message %d is in the index but not in the store", seq)
+			continue
+		}
+		want, got := m.meta(), sm.mm
+		if got.sub != SubqueueMain {
+			// A dead letter keeps the session id it had in its record;
+			// only main-subqueue messages belong to sessions.
+			got.sessionID = ""
+		}
+		if got != want {
+			c.errorf("message %d: store has %+v, index has %+v", seq, got, want)
+		}
+		switch {
+		case sm.bodyLen < 0:
+			c.errorf("message %d: no body record %d", seq, m.bodyRef)
+		case sm.bodyLen != m.size:
+			c.errorf("message %d: body of %d bytes, index says %d", seq, sm.bodyLen, m.size)
+		}
+		if cached := c.b.cache.get(cacheKey{q.ent.id, m.bodyRef}); cached != nil && bodies[m.bodyRef] != nil {
+			if diff := messageDiff(cached, bodies[m.bodyRef]); diff != "" {
+				c.errorf("message %d: the cached copy differs from the store in %s", seq, diff)
+			}
+		}
+	}
+	for seq := range stored {
+		if q.msgs[seq] == nil {
+			c.errorf("message %d is in the store but not in the index", seq)
+		}
+	}
+	for ref := range bodies {
+		if !refs[ref] {
+			c.errorf("body record %d belongs to no message", ref)
+		}
+	}
+}
+
+// messageDiff names the first stored field in which a and b differ ("" when
+// none): the fields of a message record, not the broker-assigned ones.
+func messageDiff(a, b *Message) string {
+	switch {
+	case !bytes.Equal(a.Body, b.Body):
+		return "Body"
+	case a.MessageID != b.MessageID || a.SessionID != b.SessionID || a.CorrelationID != b.CorrelationID ||
+		a.To != b.To || a.ReplyTo != b.ReplyTo || a.ReplyToSessionID != b.ReplyToSessionID || a.Subject != b.Subject ||
+		a.ContentType != b.ContentType || a.PartitionKey != b.PartitionKey || a.ViaPartitionKey != b.ViaPartitionKey:
+		return "a system property"
+	case a.DeadLetterSource != b.DeadLetterSource || a.EnqueueSequenceNumber != b.EnqueueSequenceNumber || a.hops != b.hops:
+		return "its forwarding fields"
+	case a.TimeToLive != b.TimeToLive || !a.ScheduledEnqueueTime.Equal(b.ScheduledEnqueueTime):
+		return "TimeToLive or ScheduledEnqueueTime"
+	case a.PropertiesModified != b.PropertiesModified || a.SystemPropertiesModified != b.SystemPropertiesModified:
+		return "its modified flags"
+	case fmt.Sprint(a.Properties) != fmt.Sprint(b.Properties):
+		return fmt.Sprintf("Properties (%v, stored %v)", a.Properties, b.Properties)
+	}
+	return ""
+}
+
+// messages checks each message and the counters derived from them.
+func (c *checker) messages() {
+	q := c.q
+	var n [3][3]int64
+	var size int64
+	locked := 0
+	sessCount := map[*session]int{}
+	sessionful := q.sessionful()
+	for seq, m := range q.msgs {
+		if m.seq != seq {
+			c.errorf("message %d is filed under %d", m.seq, seq)
+		}
+		if m.sub > SubqueueTransferDeadLetter || m.state > StateScheduled {
+			c.errorf("message %d: subqueue %d state %d", seq, m.sub, m.state)
+			continue
+		}
+		n[m.sub][m.state]++
+		size += m.size
+		if m.pending {
+			c.errorf("message %d is pending a commit at a quiescent point", seq)
+		}
+		if m.state == StateScheduled && (m.sub != SubqueueMain || m.scheduled == 0) {
+			c.errorf("message %d: scheduled in subqueue %d at %d", seq, m.sub, m.scheduled)
+		}
+		switch {
+		case m.sub == SubqueueMain && sessionful:
+			if m.sess == nil {
+				c.errorf("message %d of a session-enabled entity has no session", seq)
+			} else {
+				sessCount[m.sess]++
+				if q.sessions[m.sess.id] != m.sess {
+					c.errorf("message %d: its session %q is not the entity's", seq, m.sess.id)
+				}
+			}
+		case m.sess != nil:
+			c.errorf("message %d in subqueue %d has session %q", seq, m.sub, m.sess.id)
+		}
+		if m.lockedUntil != 0 {
+			locked++
+			c.lockedMessage(m)
+		} else {
+			if m.token != (LockToken{}) || m.owner != nil || m.lprev != nil || m.lnext != nil {
+				c.errorf("message %d is unlocked but keeps a token, owner or lock-list links", seq)
+			}
+		}
+		available := m.hidx >= 0
+		if available && (m.lockedUntil != 0 || m.pending || m.state != StateActive) {
+			c.errorf("message %d is available (hidx %d) and also locked %v, pending %v or %s", seq, m.hidx, m.lockedUntil != 0, m.pending, m.state)
+		}
+		if !available && m.lockedUntil == 0 && !m.pending && m.state == StateActive {
+			c.errorf("message %d is active, unlocked and not available: stranded", seq)
+		}
+		if available {
+			h := &q.avail[m.sub]
+			if m.sub == SubqueueMain && m.sess != nil {
+				h = &m.sess.avail
+			}
+			if int(m.hidx) >= len(*h) || (*h)[m.hidx] != m {
+				c.errorf("message %d has hidx %d but is not there in its heap", seq, m.hidx)
+			}
+		}
+	}
+	if n != q.n {
+		c.errorf("counts by subqueue and state: index holds %v, counters say %v", n, q.n)
+	}
+	if size != q.size {
+		c.errorf("size: messages hold %d bytes, counter says %d", size, q.size)
+	}
+	if q.reserved != 0 {
+		c.errorf("%d bytes reserved at a quiescent point", q.reserved)
+	}
+	if locked != len(q.locks) {
+		c.errorf("%d locked messages, %d lock tokens", locked, len(q.locks))
+	}
+	for t, m := range q.locks {
+		if q.msgs[m.seq] != m || m.token != t || m.lockedUntil == 0 {
+			c.errorf("lock token %v maps to message %d (token %v, lockedUntil %d, indexed %v)", t, m.seq, m.token, m.lockedUntil, q.msgs[m.seq] == m)
+		}
+	}
+	for s, k := range sessCount {
+		if s.count != k {
+			c.errorf("session %q counts %d messages, holds %d", s.id, s.count, k)
+		}
+	}
+	for _, s := range q.sessions {
+		if sessCount[s] == 0 && s.count != 0 {
+			c.errorf("session %q counts %d messages, holds none", s.id, s.count)
+		}
+	}
+}
+
+// lockedMessage checks that locked m is in the right lock list.
+func (c *checker) lockedMessage(m *msgIdx) {
+	q := c.q
+	if q.locks[m.token] != m {
+		c.errorf("message %d is locked but not in q.locks under its token %v", m.seq, m.token)
+	}
+	if o := m.owner; o != nil && o.sess != nil {
+		if !o.hasLocked(m) {
+			c.errorf("message %d is locked by a session consumer but not in its list", m.seq)
+		}
+		return
+	}
+	if !q.lockListHas(m) {
+		c.errorf("message %d is locked but not in the queue's lock list", m.seq)
+	}
+}
+
+func (o *Consumer) hasLocked(m *msgIdx) bool {
+	for x, i := o.locked, 0; x != nil && i <= len(o.q.msgs); x, i = x.lnext, i+1 {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *qstate) lockListHas(m *msgIdx) bool {
+	for x, i := q.lockHead, 0; x != nil && i <= len(q.msgs); x, i = x.lnext, i+1 {
+		if x == m {
+			return true
+		}
+	}
+	return false
+}
+
+// lockList checks the queue's lock list and the session consumers' lists.
+func (c *checker) lockList() {
+	q := c.q
+	var prev *msgIdx
+	n := 0
+	for m := q.lockHead; m != nil; m = m.lnext {
+		if n++; n > len(q.msgs) {
+			c.errorf("the lock list has a cycle or more nodes than messages")
+			return
+		}
+		if m.lprev != prev {
+			c.errorf("lock list: message %d links back to the wrong node", m.seq)
+		}
+		if q.msgs[m.seq] != m || m.lockedUntil == 0 {
+			c.errorf("lock list: message %d is not an indexed locked message", m.seq)
+		}
+		if m.owner != nil && m.owner.sess != nil {
+			c.errorf("lock list: message %d belongs to a session consumer's list", m.seq)
+		}
+		if prev != nil && prev.lockedUntil > m.lockedUntil {
+			c.errorf("lock list: message %d (until %d) after message %d (until %d): not sorted", m.seq, m.lockedUntil, prev.seq, prev.lockedUntil)
+		}
+		prev = m
+	}
+	if q.lockTail != prev {
+		c.errorf("lock list: tail is not the last node")
+	}
+	if q.lockHead != nil {
+		if !c.armed(&q.lockDL) || q.lockDL.when > q.lockHead.lockedUntil {
+			c.errorf("lock list: deadline armed %v at %d, after the head's expiry %d", c.armed(&q.lockDL), q.lockDL.when, q.lockHead.lockedUntil)
+		}
+	}
+}
+
+// sessions checks sessions, the ready queue and the session-lock list.
+func (c *checker) sessions() {
+	q := c.q
+	inReady := map[*session]int{}
+	for _, s := range q.ready {
+		inReady[s]++
+		if !s.inReady {
+			c.errorf("session %q is in the ready queue without its inReady flag", s.id)
+		}
+	}
+	for s, k := range inReady {
+		if k > 1 {
+			c.errorf("session %q is %d times in the ready queue", s.id, k)
+		}
+	}
+	owned := 0
+	for id, s := range q.sessions {
+		if s.id != id {
+			c.errorf("session %q is filed under %q", s.id, id)
+		}
+		if s.inReady && inReady[s] == 0 {
+			c.errorf("session %q has inReady set but is not in the ready queue", id)
+		}
+		if s.owner == nil {
+			if s.lockedUntil != 0 {
+				c.errorf("session %q has no owner but a lock until %d", id, s.lockedUntil)
+			}
+			if len(s.avail) > 0 && inReady[s] == 0 {
+				c.errorf("session %q has %d available messages and no owner but is not in the ready queue", id, len(s.avail))
+			}
+			if s.count == 0 && !s.hasState && len(s.avail) == 0 {
+				c.errorf("session %q is empty, unlocked and stateless but kept", id)
+			}
+		} else {
+			owned++
+			if s.owner.sess != s {
+				c.errorf("session %q: its owner consumes another session", id)
+			}
+			if s.lockedUntil == 0 {
+				c.errorf("session %q is owned but not locked", id)
+			}
+			if s.owner.closed {
+				c.errorf("session %q is owned by a closed consumer", id)
+			}
+			if !containsConsumer(q.consumers[SubqueueMain], s.owner) {
+				c.errorf("session %q: its owner is not among the entity's consumers", id)
+			}
+		}
+		c.ownerList(s)
+	}
+	var prev *session
+	n := 0
+	for s := q.sessHead; s != nil; s = s.lnext {
+		if n++; n > len(q.sessions) {
+			c.errorf("the session-lock list has a cycle or more nodes than sessions")
+			return
+		}
+		if s.lprev != prev {
+			c.errorf("session-lock list: session %q links back to the wrong node", s.id)
+		}
+		if s.owner == nil || q.sessions[s.id] != s {
+			c.errorf("session-lock list: session %q is not an owned session of the entity", s.id)
+		}
+		if prev != nil && prev.lockedUntil > s.lockedUntil {
+			c.errorf("session-lock list: session %q (until %d) after %q (until %d): not sorted", s.id, s.lockedUntil, prev.id, prev.lockedUntil)
+		}
+		prev = s
+	}
+	if q.sessTail != prev {
+		c.errorf("session-lock list: tail is not the last node")
+	}
+	if n != owned {
+		c.errorf("session-lock list holds %d sessions, %d are owned", n, owned)
+	}
+	if q.sessHead != nil && (!c.armed(&q.sessDL) || q.sessDL.when > q.sessHead.lockedUntil) {
+		c.errorf("session-lock list: deadline armed %v at %d, after the head's expiry %d", c.armed(&q.sessDL), q.sessDL.when, q.sessHead.lockedUntil)
+	}
+	for _, w := range q.waiters {
+		if !c.armed(&w.dl) {
+			c.errorf("an AcceptNextSession waiter has no deadline armed")
+		}
+	}
+	if len(q.waiters) > 0 {
+		for id, s := range q.sessions {
+			if s.owner == nil && len(s.avail) > 0 {
+				c.errorf("session %q is available while %d AcceptNextSession calls wait", id, len(q.waiters))
+			}
+		}
+	}
+	if !q.sessionful() && (len(q.sessions) > 0 || len(q.ready) > 0) {
+		c.errorf("an entity without sessions has %d sessions, %d ready", len(q.sessions), len(q.ready))
+	}
+}
+
+func containsConsumer(cs []*Consumer, c *Consumer) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerList checks the locked-message list of s's owner.
+func (c *checker) ownerList(s *session) {
+	o := s.owner
+	if o == nil {
+		return
+	}
+	var prev *msgIdx
+	n := 0
+	for m := o.locked; m != nil; m = m.lnext {
+		if n++; n > len(c.q.msgs) {
+			c.errorf("session %q: the owner's lock list has a cycle", s.id)
+			return
+		}
+		if m.lprev != prev {
+			c.errorf("session %q: message %d links back to the wrong node", s.id, m.seq)
+		}
+		if m.owner != o || m.lockedUntil == 0 || c.q.msgs[m.seq] != m {
+			c.errorf("session %q: message %d in the owner's list is not locked by it", s.id, m.seq)
+		}
+		if m.sess != s {
+			c.errorf("session %q: message %d of another session in the owner's list", s.id, m.seq)
+		}
+		prev = m
+	}
+}
+
+// heaps checks the availability heaps.
+func (c *checker) heaps() {
+	q := c.q
+	for sub := range q.avail {
+		c.heap(fmt.Sprintf("subqueue %d", sub), q.avail[sub], func(m *msgIdx) bool {
+			return m.sub == Subqueue(sub) && (m.sub != SubqueueMain || m.sess == nil)
+		})
+	}
+	for id, s := range q.sessions {
+		c.heap(fmt.Sprintf("session %q", id), s.avail, func(m *msgIdx) bool {
+			return m.sub == SubqueueMain && m.sess == s
+		})
+	}
+}
+
+func (c *checker) heap(name string, h seqHeap, belongs func(*msgIdx) bool) {
+	for i, m := range h {
+		if m == nil {
+			c.errorf("%s heap: nil at %d", name, i)
+			continue
+		}
+		if int(m.hidx) != i {
+			c.errorf("%s heap: message %d at %d has hidx %d", name, m.seq, i, m.hidx)
+		}
+		if c.q.msgs[m.seq] != m || !belongs(m) {
+			c.errorf("%s heap: message %d does not belong here", name, m.seq)
+		}
+		if i > 0 && h[(i-1)/2] != nil && h[(i-1)/2].seq > m.seq {
+			c.errorf("%s heap: message %d under %d breaks the heap order", name, m.seq, h[(i-1)/2].seq)
+		}
+	}
+}
+
+// credit checks that no open consumer with credit is left beside
+// available messages it could take.
+func (c *checker) credit() {
+	q := c.q
+	if !q.ent.props().Status.canReceive() {
+		return
+	}
+	for sub, cs := range q.consumers {
+		for _, x := range cs {
+			if x.closed || x.credit == 0 {
+				continue
+			}
+			if s := x.sess; s != nil {
+				if s.owner == x && len(s.avail) > 0 {
+					c.errorf("a consumer of session %q has %d credit while %d of its messages are available", s.id, x.credit, len(s.avail))
+				}
+			} else if len(q.avail[sub]) > 0 {
+				c.errorf("a consumer of subqueue %d has %d credit while %d messages are available", sub, x.credit, len(q.avail[sub]))
+			}
+		}
+	}
+}
+
+// armed reports whether d is in the wheel; the wheel's mu is held.
+func (c *checker) armed(d *deadline) bool {
+	h := c.b.wheel.h
+	return d.index >= 0 && int(d.index) < len(h) && h[d.index] == d
+}
+
+// deadlines checks the message deadlines of q against the wheel.
+func (c *checker) deadlines() {
+	q := c.q
+	for seq, m := range q.msgs {
+		armed := m.dl != nil && c.armed(m.dl)
+		if m.dl != nil && (m.dl.m != m || m.dl.q != q || m.dl.kind != dlMessage) {
+			c.errorf("message %d: its deadline belongs to something else", seq)
+		}
+		switch {
+		case m.state == StateScheduled:
+			if !armed || m.dl.when != m.scheduled {
+				c.errorf("message %d is scheduled at %d but its activation is not armed then (armed %v)", seq, m.scheduled, armed)
+			}
+		case m.hidx >= 0 && m.sub == SubqueueMain && m.expires != 0:
+			if !armed || m.dl.when != m.expires {
+				c.errorf("message %d is available and expires at %d but its expiry is not armed then (armed %v)", seq, m.expires, armed)
+			}
+		case armed && !(m.state == StateActive && m.sub == SubqueueMain && m.expires != 0 && m.dl.when == m.expires):
+			c.errorf("message %d (%s, subqueue %d) has a stray deadline at %d", seq, m.state, m.sub, m.dl.when)
+		}
+	}
+	for _, d := range c.b.wheel.h {
+		if d.q != q || d.kind != dlMessage {
+			continue
+		}
+		if d.m == nil || q.msgs[d.m.seq] != d.m || d.m.dl != d {
+			c.errorf("a message deadline at %d is armed for a message the index no longer holds", d.when)
+		}
+	}
+}
+
+// check verifies the heap of the wheel.
+func (w *wheel) check() []error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var errs []error
+	for i, d := range w.h {
+		if int(d.index) != i {
+			errs = append(errs, fmt.Errorf("wheel: deadline at %d has index %d", i, d.index))
+		}
+		if i > 0 && w.h[(i-1)/2].when > d.when {
+			errs = append(errs, fmt.Errorf("wheel: deadline %d at %d under %d breaks the heap order", i, d.when, w.h[(i-1)/2].when))
+		}
+	}
+	if len(w.h) > 0 && !w.closed && (w.armedAt == 0 || w.armedAt > w.h[0].when) {
+		errs = append(errs, fmt.Errorf("wheel: timer armed at %d, earliest deadline %d", w.armedAt, w.h[0].when))
+	}
+	return errs
+}

@@ -237,7 +237,7 @@ func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp 
 	b.armIdle(e)
 	if e.q != nil {
 		e.q.mu.Lock()
-		w := &work{}
+		w := &work{q: e.q}
 		e.q.dispatch(w)
 		e.q.mu.Unlock()
 		b.finish(w)

@@ -62,7 +62,7 @@ func invariantFixture(t *testing.T) (*env, *qstate, *qstate) {
 func find(t *testing.T, q *qstate, body string) *msgIdx {
 	t.Helper()
 	for _, m := range q.msgs {
-		if b, err := q.load(m); err == nil && string(b.Body) == body {
+		if b, err := q.b.loadBody(q.ent.id, m.bodyRef); err == nil && string(b.Body) == body {
 			return m
 		}
 	}
@@ -84,18 +84,18 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 		{"record missing from index", func(t *testing.T, e *env, q, s *qstate) {
 			var bt batchBuf
 			bt.Set(msgKey(q.ent.id, SubqueueMain, 900), encodeMeta(&msgMeta{bodyRef: 900}))
-			e.must(e.b.commit(&bt.Batch))
+			e.must(e.b.commit(e.ctx, &bt.Batch))
 		}, "message 900 is in the store but not in the index"},
 		{"orphan body", func(t *testing.T, e *env, q, s *qstate) {
 			var bt batchBuf
 			rec, err := encodeMessage(msg("orphan"))
 			e.must(err)
 			bt.Set(key2(kBody, q.ent.id, 901), rec)
-			e.must(e.b.commit(&bt.Batch))
+			e.must(e.b.commit(e.ctx, &bt.Batch))
 		}, "body record 901 belongs to no message"},
 		{"lock not in list", func(t *testing.T, e *env, q, s *qstate) { q.unlinkLock(find(t, q, "a")) }, "locked but not in the queue's lock list"},
-		{"lock list unsorted", func(t *testing.T, e *env, q, s *qstate) { find(t, q, "a").lockedUntil += int64(time.Hour) }, "not sorted"},
-		{"token missing", func(t *testing.T, e *env, q, s *qstate) { delete(q.locks, find(t, q, "d").token) }, "not in q.locks under its token"},
+		{"lock list unsorted", func(t *testing.T, e *env, q, s *qstate) { find(t, q, "a").lk.until += int64(time.Hour) }, "not sorted"},
+		{"token missing", func(t *testing.T, e *env, q, s *qstate) { delete(q.locks, find(t, q, "d").lk.token) }, "not in q.locks under its token"},
 		{"stranded", func(t *testing.T, e *env, q, s *qstate) { q.avail[SubqueueMain].remove(find(t, q, "ttl1")) }, "stranded"},
 		{"available and locked", func(t *testing.T, e *env, q, s *qstate) { q.avail[SubqueueMain].push(find(t, q, "a")) }, "is available (hidx"},
 		{"heap order", func(t *testing.T, e *env, q, s *qstate) { q.avail[SubqueueMain].swap(0, 1) }, "breaks the heap order"},
@@ -108,7 +108,7 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 		{"session lock list", func(t *testing.T, e *env, q, s *qstate) { s.unlinkSessionLock(s.sessions["x"]) }, "session-lock list holds 0 sessions, 1 are owned"},
 		{"owner's list", func(t *testing.T, e *env, q, s *qstate) {
 			m := find(t, s, "x1")
-			m.owner.unlinkLocked(m)
+			m.owner().unlinkLocked(m)
 		}, "locked by a session consumer but not in its list"},
 		{"activation not armed", func(t *testing.T, e *env, q, s *qstate) { e.b.wheel.remove(find(t, q, "sched").dl) }, "its activation is not armed"},
 		{"expiry not armed", func(t *testing.T, e *env, q, s *qstate) { e.b.wheel.remove(find(t, q, "ttl2").dl) }, "its expiry is not armed"},

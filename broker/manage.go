@@ -117,13 +117,32 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		ms = append(ms, m)
 	}
 	q.mu.Unlock()
+	fail := func(err error) ([]*Message, error) {
+		q.mu.Lock()
+		release()
+		q.mu.Unlock()
+		return nil, err
+	}
 	bases := make([]*Message, len(ms))
 	for i, m := range ms {
 		if bases[i], err = b.loadBody(e.id, m.bodyRef); err != nil {
-			q.mu.Lock()
-			release()
-			q.mu.Unlock()
-			return nil, err
+			return fail(err)
+		}
+	}
+	// Receiving a deferred message is a delivery, as on Service Bus: in
+	// peek-lock mode the new count is durable before the message is handed
+	// out (receive-and-delete deletes it anyway).
+	if mode == PeekLock {
+		var bt batchBuf
+		for _, m := range ms {
+			if m.sub == SubqueueMain {
+				mm := m.meta()
+				mm.deliveries++
+				bt.Set(msgKey(e.id, m.sub, m.seq), encodeMeta(&mm))
+			}
+		}
+		if err := b.commit(ctx, &bt.Batch); err != nil {
+			return fail(err)
 		}
 	}
 	now := b.now()
@@ -139,11 +158,11 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	for i, m := range ms {
 		msg := q.stamp(bases[i], m)
 		if m.sub == SubqueueMain {
-			// Receiving a deferred message is a delivery, as on Service
-			// Bus. The count is kept in memory and written with the
-			// message's next rewrite (abandon, defer, lock expiry).
-			m.deliveries++
-			msg.DeliveryCount = m.deliveries
+			n := m.deliveries + 1
+			if mode == PeekLock {
+				m.deliveries = n // as committed above
+			}
+			msg.DeliveryCount = n
 		}
 		if mode == PeekLock {
 			until := now.UnixNano() + int64(e.props().LockDuration)

@@ -33,11 +33,10 @@ package broker
 //
 //	BUSBAR_MODEL_STEPS=2000 BUSBAR_MODEL_SEEDS=100 go test -timeout 60m -run 'TestModel$' ./broker
 //	BUSBAR_MODEL_SEED=17 go test -run 'TestModel$' ./broker   # replay one seed
-//	BUSBAR_MODEL_KNOWN_BUGS=1 go test ./broker
 //
-// BUSBAR_MODEL_KNOWN_BUGS=1 also generates the operations of known,
-// unfixed broker bugs and runs their focused tests (at the end of this
-// file), which are skipped otherwise.
+// The focused tests at the end of this file are the broker bugs the model
+// found, kept as regression tests; the generator still produces their
+// operations.
 
 import (
 	"context"
@@ -87,9 +86,6 @@ func TestModel(t *testing.T) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			r := newModelRun(t, uint64(seed))
 			r.replay = fmt.Sprintf("BUSBAR_MODEL_SEED=%d BUSBAR_MODEL_STEPS=%d", seed, steps)
-			if modelKnownBugs {
-				r.replay += " BUSBAR_MODEL_KNOWN_BUGS=1"
-			}
 			for r.step = 1; r.step <= steps; r.step++ {
 				// Steps happen at distinct instants, so that locks taken by
 				// different steps never expire at the same one.
@@ -108,12 +104,6 @@ func TestModel(t *testing.T) {
 	}
 }
 
-// modelKnownBugs, when set, lets the generator produce the operations of
-// known, unfixed broker bugs (TestSettleMultiTokenAtomic,
-// TestReceiveDeferredDuplicateSequenceNumbers,
-// TestAbandonDeadLetterRedelivers) and runs those tests. Off by default so
-// that the campaign passes and keeps looking for new ones.
-var modelKnownBugs = os.Getenv("BUSBAR_MODEL_KNOWN_BUGS") == "1"
 
 // mMsg is the model of one message.
 type mMsg struct {
@@ -1347,13 +1337,6 @@ func (r *modelRun) opSettle() {
 	var tokens []LockToken
 	for range n {
 		t := r.randomToken(e, valid)
-		if kind == "deadletter" && !modelKnownBugs && len(tokens) > 0 {
-			// Known bug: a dead-letter-subqueue token after a good one
-			// applies the first and fails (TestSettleMultiTokenAtomic).
-			if m := tokenFor(e, t); m != nil && m.sub != SubqueueMain {
-				continue
-			}
-		}
 		tokens = append(tokens, t)
 	}
 	if r.chance(0.05) {
@@ -1364,21 +1347,6 @@ func (r *modelRun) opSettle() {
 	if kind != "complete" && r.chance(0.3) {
 		k = fmt.Sprintf("k%d", r.step)
 		props = map[string]any{"k": k}
-	}
-	if kind == "abandon" && props == nil && !modelKnownBugs {
-		// Known bug: abandoning only dead letters, without properties,
-		// does not dispatch (TestAbandonDeadLetterRedelivers). Visible only
-		// with a consumer of the dead-letter subqueue holding credit.
-		waiting := slices.ContainsFunc(r.lls, func(ll *mLL) bool { return ll.ent == e && ll.sub == SubqueueDeadLetter && ll.credit > 0 })
-		onlyDL := true
-		for _, t := range tokens {
-			m := tokenFor(e, t)
-			onlyDL = onlyDL && m != nil && m.sub != SubqueueMain
-		}
-		if waiting && onlyDL {
-			k = fmt.Sprintf("k%d", r.step)
-			props = map[string]any{"k": k}
-		}
 	}
 	reason := ""
 	if r.chance(0.7) {
@@ -1501,12 +1469,13 @@ func (r *modelRun) opReceiveDeferred() {
 	for i, m := range want {
 		seqs[i] = m.seq
 	}
-	if len(seqs) > 0 && modelKnownBugs && r.chance(0.1) {
-		// Known bug: a sequence number given twice is locked twice
+	dup := len(seqs) > 0 && r.chance(0.1)
+	if dup {
+		// A sequence number given twice receives nothing
 		// (TestReceiveDeferredDuplicateSequenceNumbers).
 		seqs = append(seqs, seqs[0])
 	}
-	bad := len(seqs) == 0 || r.chance(0.1)
+	bad := dup || len(seqs) == 0 || r.chance(0.1)
 	if bad {
 		others := sortedMsgs(e, func(m *mMsg) bool { return m.seq != 0 && (m.state != StateDeferred || m.locked() || m.sub != sub) })
 		if len(others) > 0 && r.chance(0.6) {
@@ -1526,6 +1495,11 @@ func (r *modelRun) opReceiveDeferred() {
 		return
 	}
 	r.wantErr("ReceiveDeferred", err, nil)
+	for _, m := range want {
+		if m.sub == SubqueueMain {
+			m.deliv++ // receiving a deferred message is a delivery (durably, in peek-lock)
+		}
+	}
 	r.checkDelivered("ReceiveDeferred "+path, e, got, want, nil, mode, r.now()+int64(e.lockDur), nil)
 }
 
@@ -1809,20 +1783,11 @@ func (r *modelRun) compareCounts(e *mEnt) {
 
 // ---- focused tests of bugs the model found ----
 
-// knownBug skips a test of a broker bug that is not fixed yet, unless
-// BUSBAR_MODEL_KNOWN_BUGS=1 (which also lets TestModel generate it).
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if !modelKnownBugs {
-		t.Skip("known bug: " + what + " (BUSBAR_MODEL_KNOWN_BUGS=1 runs it)")
-	}
-}
 
 // A settlement of several tokens applies to all of them or to none: here
 // the second token is of a dead letter, which cannot be dead-lettered, so
 // the first message must stay where it is, locked.
 func TestSettleMultiTokenAtomic(t *testing.T) {
-	knownBug(t, "settleLocked dead-letters the first message of DeadLetter(mainToken, dlqToken), then fails")
 	e := newEnv(t)
 	e.queue("q", QueueProperties{})
 	e.send("q", msg("a"), msg("b"))
@@ -1846,7 +1811,6 @@ func TestSettleMultiTokenAtomic(t *testing.T) {
 // ReceiveDeferred with a sequence number given twice must not lock (or
 // delete and hand out) the message twice.
 func TestReceiveDeferredDuplicateSequenceNumbers(t *testing.T) {
-	knownBug(t, "ReceiveDeferred([s, s]) locks message s twice: two tokens, a cycle in the lock list, and lock expiry then spins forever holding the queue's mutex")
 	for _, mode := range []ReceiveMode{PeekLock, ReceiveAndDelete} {
 		t.Run(fmt.Sprint("mode=", mode), func(t *testing.T) {
 			e := newEnv(t)
@@ -1869,7 +1833,6 @@ func TestReceiveDeferredDuplicateSequenceNumbers(t *testing.T) {
 // A dead letter abandoned without properties is available again at once:
 // a consumer of the dead-letter subqueue with credit must get it.
 func TestAbandonDeadLetterRedelivers(t *testing.T) {
-	knownBug(t, "Abandon of dead letters only (no properties) changes no record, so no move runs and nothing dispatches: the message waits, available, beside a consumer with credit")
 	e := newEnv(t)
 	e.queue("q", QueueProperties{})
 	e.send("q", msg("a"))
@@ -1887,7 +1850,6 @@ func TestAbandonDeadLetterRedelivers(t *testing.T) {
 // Re-enabling receive hands the waiting messages to the consumers with
 // credit; for a receive-and-delete consumer that means a delete commit.
 func TestUpdateReenablingReceiveAndDelete(t *testing.T) {
-	knownBug(t, "update dispatches with a work that has no queue (&work{}): finishing a receive-and-delete delivery (or a move) dereferences w.q == nil and panics, after the delete was committed")
 	e := newEnv(t)
 	e.queue("q", QueueProperties{})
 	c, s := e.consumer("q", ReceiveAndDelete)

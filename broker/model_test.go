@@ -104,7 +104,6 @@ func TestModel(t *testing.T) {
 	}
 }
 
-
 // mMsg is the model of one message.
 type mMsg struct {
 	id      string // the model's key: the body is id + ":" + padding
@@ -1782,7 +1781,6 @@ func (r *modelRun) compareCounts(e *mEnt) {
 }
 
 // ---- focused tests of bugs the model found ----
-
 
 // A settlement of several tokens applies to all of them or to none: here
 // the second token is of a dead letter, which cannot be dead-lettered, so

@@ -120,9 +120,9 @@ func (s *BrokerStore) Jobs(ctx context.Context) ([]FailedJob, error) {
 	return out, nil
 }
 
-// Remove receives and deletes the job's messages.
+// Remove receives and completes the job's messages.
 func (s *BrokerStore) Remove(ctx context.Context, job string) error {
-	r, err := s.client.AcceptSessionForQueue(ctx, s.queue, job, &azservicebus.SessionReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	r, err := s.client.AcceptSessionForQueue(ctx, s.queue, job, nil)
 	if err != nil {
 		return fmt.Errorf("pipeline: locking failed job %s: %w", job, err)
 	}
@@ -141,30 +141,49 @@ func (s *BrokerStore) Remove(ctx context.Context, job string) error {
 		if err != nil {
 			return fmt.Errorf("pipeline: removing failed job %s: %w", job, err)
 		}
+		done := false
 		for _, m := range got {
-			if *m.SequenceNumber >= last {
-				return nil
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				return fmt.Errorf("pipeline: removing failed job %s: %w", job, err)
 			}
+			done = done || *m.SequenceNumber >= last
+		}
+		if done {
+			return nil
 		}
 	}
 }
 
 // peekAll peeks every message of the session, in sequence order.
 func peekAll(ctx context.Context, r *azservicebus.SessionReceiver) ([]*azservicebus.ReceivedMessage, error) {
-	var all []*azservicebus.ReceivedMessage
+	return peekSession(ctx, r, -1)
+}
+
+// peekSession peeks up to limit (all, when negative) messages of the
+// session, in sequence order. It keeps only the session's messages:
+// Service Bus scopes a session receiver's peek to its session, but Busbar
+// (so far) answers it with the whole queue.
+func peekSession(ctx context.Context, r *azservicebus.SessionReceiver, limit int) ([]*azservicebus.ReceivedMessage, error) {
+	var out []*azservicebus.ReceivedMessage
 	var from *int64
-	for {
+	id := r.SessionID()
+	for limit < 0 || len(out) < limit {
 		msgs, err := r.PeekMessages(ctx, 250, &azservicebus.PeekMessagesOptions{FromSequenceNumber: from})
 		if err != nil {
-			return nil, fmt.Errorf("pipeline: peeking failed job %s: %w", r.SessionID(), err)
+			return nil, fmt.Errorf("pipeline: peeking session %s: %w", id, err)
 		}
 		if len(msgs) == 0 {
-			return all, nil
+			break
 		}
-		all = append(all, msgs...)
+		for _, m := range msgs {
+			if m.SessionID != nil && *m.SessionID == id && (limit < 0 || len(out) < limit) {
+				out = append(out, m)
+			}
+		}
 		next := *msgs[len(msgs)-1].SequenceNumber + 1
 		from = &next
 	}
+	return out, nil
 }
 
 // storedTask reads a BrokerStore message.

@@ -121,9 +121,9 @@ func JobOf(ctx context.Context, client *azservicebus.Client, queue, job string) 
 			return err
 		}
 		jp.State = st
-		msgs, err := r.PeekMessages(ctx, maxPeek, nil)
+		msgs, err := peekSession(ctx, r, maxPeek)
 		if err != nil {
-			return fmt.Errorf("pipeline: peeking job %s: %w", job, err)
+			return err
 		}
 		jp.Pending = len(msgs)
 		return nil
@@ -201,7 +201,7 @@ func (p *Pipeline) Sweep(ctx context.Context, o *SweepOptions) ([]string, error)
 			if err != nil || st == nil || !st.Updated.Before(cutoff) {
 				return err
 			}
-			msgs, err := r.PeekMessages(ctx, 1, nil)
+			msgs, err := peekSession(ctx, r, 1)
 			if err != nil || len(msgs) > 0 {
 				return err
 			}

@@ -36,14 +36,20 @@
 //
 // # At least once
 //
-// A task runs at least once, not exactly once. The pipeline records a
-// task's outcome in the session state before it completes the message, so
-// a message redelivered after a crash between the two is recognised and
-// not run again. A crash (or a lost lock) after the handler returned but
-// before the outcome was recorded makes the task run again, with the next
-// attempt number in [Task].Attempt (the message's delivery count): a
-// handler with side effects must make them idempotent, or check whether
-// an attempt above 1 already did its work.
+// A task runs at least once, not exactly once. Before running a task the
+// pipeline records in the session state that it started it (and how many
+// times), and after it the outcome, before it completes the message. A
+// message redelivered after a crash between recording the outcome and
+// completing is recognised and not run again. A crash (or a lost lock)
+// while the handler runs, or after it returned but before the outcome was
+// recorded, makes the task run again, and [Task].Attempt tells the handler:
+// it is the larger of the message's delivery count and the number of
+// recorded starts, so it is above 1 whenever the task may have run before,
+// even when the broker did not count the interrupted delivery (Busbar does
+// not count a delivery whose session was released by a closed connection).
+// A handler with side effects must make them idempotent, or check whether
+// an attempt above 1 already did its work. Attempt 1 means no earlier run
+// was recorded.
 //
 // # Failed jobs
 //

@@ -366,12 +366,26 @@ func (p *Pipeline) handle(ctx context.Context, s *processor.Session, m *azservic
 	if h == nil {
 		return p.failed(ctx, s, sj, t, m, ReasonNoHandler, fmt.Errorf("no handler for task type %q", t.Type), st, now)
 	}
+	// Record the start first, so that a run cut short by a crash is known
+	// to the next delivery even if the broker did not count it.
+	started := st.next(t, now)
+	if st != nil && st.Runs > 0 && st.Running == t.Index {
+		started.Runs = st.Runs + 1
+	} else {
+		started.Running, started.Runs = t.Index, 1
+	}
+	t.Attempt = max(t.Attempt, started.Runs)
+	if err := p.save(ctx, s, sj, started); err != nil {
+		p.report(err)
+		return err
+	}
+	st = started
 	p.metrics.TasksStarted.Add(1)
 	herr := run(ctx, h, t)
 	if herr == nil {
 		p.metrics.TasksSucceeded.Add(1)
 		next := st.next(t, now)
-		next.LastTask = t.Index
+		next.LastTask, next.Running, next.Runs = t.Index, 0, 0
 		return p.advance(ctx, s, sj, t, next)
 	}
 	if ctx.Err() != nil {
@@ -400,6 +414,7 @@ func (p *Pipeline) failed(ctx context.Context, s *processor.Session, sj *session
 	reason string, herr error, st *JobState, now time.Time) error {
 	p.logger.Warn("pipeline task failed", "job", t.Job, "task", t.Index, "type", t.Type, "attempt", t.Attempt, "policy", p.policy.String(), "err", herr)
 	next := st.next(t, now)
+	next.Running, next.Runs = 0, 0
 	if p.policy == Stop {
 		next.Failed, next.FailedTask, next.Error = true, t.Index, herr.Error()
 		p.metrics.JobsFailed.Add(1)

@@ -29,6 +29,12 @@ type JobState struct {
 	Error string `json:"error,omitempty"`
 	// Failures counts the tasks set aside under the Continue policy.
 	Failures int `json:"failures,omitempty"`
+	// Running is the index of the task being run and Runs how many times
+	// it was started; Runs is 0 between tasks. A task redelivered with
+	// Runs set was started before (by a worker that crashed or lost its
+	// lock), whatever the broker's delivery count says.
+	Running int `json:"running,omitempty"`
+	Runs    int `json:"runs,omitempty"`
 	// Origin is the job this one was resubmitted from.
 	Origin string `json:"origin,omitempty"`
 	// Started is when the job's first task was handled; Updated when the

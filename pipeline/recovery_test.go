@@ -51,7 +51,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 	run(t, b)
 	waitEnded(t, cb, "crash")
 	if got := rec.of("crash"); !slices.Equal(got, []int{0, 1, 1, 2, 3, 4}) {
-		t.Fatalf("ran %v, want 0 1 1 2 3 4 (task 1 again, nothing else twice)", got)
+		t.Fatalf("ran %v, want 0 1 1 2 3 4 (task 1 again, nothing else twice); calls %+v", got, rec.calls)
 	}
 	if got := rec.attempts("crash", 1); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("task 1 attempts %v, want 1 2", got)

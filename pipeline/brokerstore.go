@@ -203,3 +203,7 @@ func storedTask(m *azservicebus.ReceivedMessage) (FailedTask, error) {
 	ft.FailedAt = time.UnixMilli(ms).UTC()
 	return ft, nil
 }
+
+// FailedQueueSuffix names the BrokerStore queue conventionally paired with
+// a work queue: the CLI and the example use queue+FailedQueueSuffix.
+const FailedQueueSuffix = "-failed"

@@ -29,6 +29,7 @@ Messages (through AMQP, with the official Go SDK):
   busbar sessions     list the sessions of an entity
   busbar session      state get|set
   busbar scheduled    list|cancel scheduled messages
+  busbar job          list|show|failed|resubmit|purge|sweep pipeline jobs
 
 The broker is found with --connection-string, $BUSBAR_CONNECTION_STRING or a
 profile in ~/.config/busbar/profiles.json (--profile NAME); the management

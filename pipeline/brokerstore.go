@@ -23,7 +23,10 @@ const (
 // BrokerStore keeps failed jobs in the broker itself: a session-enabled
 // queue where each session is a failed job and its messages are the job's
 // set-aside tasks. Reading a job locks its session for a moment; listing
-// uses the SDK's session listing. Create the queue with CreateQueue (its
+// uses the SDK's session listing. On Busbar, which answers a session
+// receiver's peek with the whole queue, reading one job pages through the
+// queue, so Jobs costs O(jobs × tasks): keep large failed-job populations
+// in PostgreSQL (package pipelinepg). Create the queue with CreateQueue (its
 // duplicate detection drops a task stored twice; without it, the store
 // drops the repeat when it reads the job).
 type BrokerStore struct {

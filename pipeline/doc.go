@@ -40,7 +40,9 @@
 // pipeline records in the session state that it started it (and how many
 // times), and after it the outcome, before it completes the message. A
 // message redelivered after a crash between recording the outcome and
-// completing is recognised and not run again. A crash (or a lost lock)
+// completing is recognised and not run again. The last task is completed
+// before the state is cleared, so a crash in between leaves a state for
+// [Pipeline.Sweep] rather than a last task that would look new. A crash (or a lost lock)
 // while the handler runs, or after it returned but before the outcome was
 // recorded, makes the task run again, and [Task].Attempt tells the handler:
 // it is the larger of the message's delivery count and the number of

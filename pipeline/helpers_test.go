@@ -185,7 +185,7 @@ func newPipeline(t testing.TB, c *azservicebus.Client, srv *busbartest.Server, r
 	if o.Store == nil {
 		o.Store = pipeline.NewBrokerStore(c, failedQueue)
 	}
-	if o.Clock == nil && srv.Clock() != nil {
+	if o.Clock == nil && srv != nil && srv.Clock() != nil {
 		o.Clock = srv.Clock()
 	}
 	p, err := pipeline.New(c, workQueue, &o)

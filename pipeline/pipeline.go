@@ -354,7 +354,7 @@ func (p *Pipeline) handle(ctx context.Context, s *processor.Session, m *azservic
 	if st != nil && !st.Failed && t.Index <= st.LastTask {
 		// Redelivered after its outcome was recorded: do not run it again.
 		p.metrics.TasksRedelivered.Add(1)
-		return p.advance(ctx, s, sj, t, st)
+		return p.advance(ctx, s, sj, t, m, st)
 	}
 	if st != nil && st.Failed {
 		return p.setAside(ctx, s, sj, t, m, ReasonSkipped,
@@ -386,7 +386,7 @@ func (p *Pipeline) handle(ctx context.Context, s *processor.Session, m *azservic
 		p.metrics.TasksSucceeded.Add(1)
 		next := st.next(t, now)
 		next.LastTask, next.Running, next.Runs = t.Index, 0, 0
-		return p.advance(ctx, s, sj, t, next)
+		return p.advance(ctx, s, sj, t, m, next)
 	}
 	if ctx.Err() != nil {
 		return herr // lock lost or stopping: the broker delivers it again
@@ -444,23 +444,30 @@ func (p *Pipeline) setAside(ctx context.Context, s *processor.Session, sj *sessi
 	if reason == ReasonMalformed {
 		return nil // not part of any job's progress
 	}
-	return p.advance(ctx, s, sj, t, next)
+	return p.advance(ctx, s, sj, t, m, next)
 }
 
 // advance records the job's progress after task t, clearing the state and
 // releasing the session after the last task.
-func (p *Pipeline) advance(ctx context.Context, s *processor.Session, sj *sessionJob, t *Task, next *JobState) error {
+func (p *Pipeline) advance(ctx context.Context, s *processor.Session, sj *sessionJob, t *Task, m *azservicebus.ReceivedMessage, next *JobState) error {
 	if t.Last {
+		// Complete the last task before clearing the state: a crash in
+		// between leaves a state for Sweep, never a last task that runs
+		// again as if it were new.
+		if err := s.Receiver().CompleteMessage(ctx, m, nil); err != nil {
+			err = fmt.Errorf("pipeline: completing the last task of job %s: %w", t.Job, err)
+			p.report(err)
+			return processor.ErrSettled // not settled, but the lock is gone or going: the broker delivers it again
+		}
 		if err := p.save(ctx, s, sj, nil); err != nil {
 			p.report(err)
-			return err
 		}
 		s.Release()
 		if next == nil || !next.Failed {
 			p.metrics.JobsCompleted.Add(1)
 		}
 		p.logger.Info("pipeline job ended", "job", t.Job, "failed", next != nil && next.Failed)
-		return nil
+		return processor.ErrSettled
 	}
 	if next == sj.state {
 		return nil

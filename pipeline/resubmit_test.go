@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/pipeline"
 )
 
@@ -20,18 +21,30 @@ func brokenPayment(broken *atomic.Bool) func(*pipeline.Task) error {
 	}
 }
 
+// brokenShop starts a broker and a running pipeline whose payments fail
+// while the returned flag is set, as it is at first. Its store is the
+// broker store, wrapped by wrap unless nil.
+func brokenShop(t *testing.T, wrap func(pipeline.Store) pipeline.Store) (*azservicebus.Client, *pipeline.Pipeline, *recorder, *atomic.Bool) {
+	srv := startBroker(t)
+	c := newClient(t, srv.ConnectionString())
+	broken := &atomic.Bool{}
+	broken.Store(true)
+	rec := &recorder{fail: brokenPayment(broken)}
+	var st pipeline.Store = pipeline.NewBrokerStore(c, failedQueue)
+	if wrap != nil {
+		st = wrap(st)
+	}
+	p := newPipeline(t, c, srv, rec, pipeline.Options{Store: st})
+	run(t, p)
+	return c, p, rec, broken
+}
+
 // TestResubmission: a failed job resubmitted while the fault persists
 // fails again and is stored under its new id, linked to the old; once
 // fixed, a resubmission runs the failed task and the later ones, in order,
 // once; resubmitting again finds nothing and runs nothing.
 func TestResubmission(t *testing.T) {
-	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
-	var broken atomic.Bool
-	broken.Store(true)
-	rec := &recorder{fail: brokenPayment(&broken)}
-	p := newPipeline(t, c, srv, rec, pipeline.Options{})
-	run(t, p)
+	c, p, rec, broken := brokenShop(t, nil)
 	ctx := testCtx(t)
 
 	submit(t, p, "p-1", purchase("p-1"))
@@ -97,14 +110,8 @@ func (f *flakyRemove) Remove(ctx context.Context, job string) error {
 // the new job and repeated sends the same job again, which the queue drops:
 // the tasks run once.
 func TestResubmitRepeatedAfterCrash(t *testing.T) {
-	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
-	var broken atomic.Bool
-	broken.Store(true)
-	rec := &recorder{fail: brokenPayment(&broken)}
-	st := &flakyRemove{Store: pipeline.NewBrokerStore(c, failedQueue)}
-	p := newPipeline(t, c, srv, rec, pipeline.Options{Store: st})
-	run(t, p)
+	var st *flakyRemove
+	c, p, rec, broken := brokenShop(t, func(s pipeline.Store) pipeline.Store { st = &flakyRemove{Store: s}; return st })
 	ctx := testCtx(t)
 	submit(t, p, "p-2", purchase("p-2"))
 	waitEnded(t, c, "p-2")
@@ -125,13 +132,7 @@ func TestResubmitRepeatedAfterCrash(t *testing.T) {
 // TestResubmitFromChosenTask: From picks a later stored task; an earlier
 // task that is not stored (it completed) is refused.
 func TestResubmitFromChosenTask(t *testing.T) {
-	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
-	var broken atomic.Bool
-	broken.Store(true)
-	rec := &recorder{fail: brokenPayment(&broken)}
-	p := newPipeline(t, c, srv, rec, pipeline.Options{})
-	run(t, p)
+	c, p, rec, broken := brokenShop(t, nil)
 	ctx := testCtx(t)
 	for _, id := range []string{"p-3", "p-4"} {
 		submit(t, p, id, purchase(id))

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/processor"
 )
 
 // Application properties a task message carries besides its Subject (the
@@ -139,24 +140,11 @@ func ResubmittedID(job string) string {
 	return job + resubmitSuffix + "1"
 }
 
-// permanentError marks an error as not worth retrying.
-type permanentError struct{ err error }
-
-func (p permanentError) Error() string { return p.err.Error() }
-func (p permanentError) Unwrap() error { return p.err }
-
 // Permanent wraps err so that the task fails at once, without retries.
-// Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
+// Permanent(nil) is nil. It is processor.Permanent: either marks an error
+// as not worth retrying.
+func Permanent(err error) error { return processor.Permanent(err) }
 
 // IsPermanent reports whether err, or an error it wraps, was made by
 // Permanent.
-func IsPermanent(err error) bool {
-	var p permanentError
-	return errors.As(err, &p)
-}
+func IsPermanent(err error) bool { return processor.IsPermanent(err) }

@@ -59,6 +59,26 @@ func (f *storeFlags) open(s *dataSession, queue string) (pipeline.Store, func(),
 	return st, func() { _ = st.Close(context.Background()) }, nil
 }
 
+// storeCommand is dataCommand with the failed-job store of the work queue
+// pos[0] opened for body.
+func storeCommand(env *cliEnv, c command, args []string, minArgs, maxArgs int, timeout time.Duration,
+	register func(fs *flagSet), body func(s *dataSession, pos []string, st pipeline.Store) error) error {
+	var sf storeFlags
+	return dataCommand(env, c, args, minArgs, maxArgs, timeout, func(fs *flagSet) {
+		sf.register(fs)
+		if register != nil {
+			register(fs)
+		}
+	}, func(s *dataSession, pos []string) error {
+		st, done, err := sf.open(s, pos[0])
+		if err != nil {
+			return err
+		}
+		defer done()
+		return body(s, pos, st)
+	})
+}
+
 // filterFlags select failed jobs.
 type filterFlags struct {
 	prefix, typ, errText string
@@ -183,17 +203,11 @@ func jobShow(env *cliEnv, args []string) error {
 	c := command{path: "job show", args: "QUEUE JOB [flags]",
 		summary:  "Show a job's progress in the work queue and, if it failed, its set-aside tasks in order.",
 		examples: `busbar job show purchases order-1042`}
-	var sf storeFlags
-	return dataCommand(env, c, args, 2, 2, defaultTimeout, sf.register, func(s *dataSession, pos []string) error {
+	return storeCommand(env, c, args, 2, 2, defaultTimeout, nil, func(s *dataSession, pos []string, st pipeline.Store) error {
 		jp, err := pipeline.JobOf(s.ctx, s.client, pos[0], pos[1])
 		if err != nil {
 			return err
 		}
-		st, done, err := sf.open(s, pos[0])
-		if err != nil {
-			return err
-		}
-		defer done()
 		fj, err := st.Job(s.ctx, pos[1])
 		var failed *failedRow
 		switch {
@@ -229,18 +243,12 @@ func jobFailed(env *cliEnv, args []string) error {
 		examples: `busbar job failed purchases
 busbar job failed purchases --type payment --error declined
 busbar job failed imports --postgres postgres://localhost/app --json`}
-	var sf storeFlags
 	var ff filterFlags
-	return dataCommand(env, c, args, 1, 1, defaultTimeout, func(fs *flagSet) { sf.register(fs); ff.register(fs) }, func(s *dataSession, pos []string) error {
+	return storeCommand(env, c, args, 1, 1, defaultTimeout, ff.register, func(s *dataSession, pos []string, st pipeline.Store) error {
 		flt, err := ff.filter()
 		if err != nil {
 			return err
 		}
-		st, done, err := sf.open(s, pos[0])
-		if err != nil {
-			return err
-		}
-		defer done()
 		jobs, err := st.Jobs(s.ctx)
 		if err != nil {
 			return err
@@ -332,23 +340,16 @@ func jobResubmit(env *cliEnv, args []string) error {
 		examples: `busbar job resubmit purchases order-1042
 busbar job resubmit purchases order-1042 --from 3
 busbar job resubmit purchases --all --type payment --error "gateway timeout"`}
-	var sf storeFlags
 	var ff filterFlags
 	var all bool
 	var from int
 	var interval time.Duration
-	return dataCommand(env, c, args, 1, 2, 10*time.Minute, func(fs *flagSet) {
-		sf.register(fs)
+	return storeCommand(env, c, args, 1, 2, 10*time.Minute, func(fs *flagSet) {
 		ff.register(fs)
 		fs.BoolVar(&all, "all", false, "every failed job matching the filters")
 		fs.IntVar(&from, "from", -1, "resubmit from this task index (default: the failed task)")
 		fs.DurationVar(&interval, "progress-interval", time.Second, "how often to print progress on stderr (0: never)")
-	}, func(s *dataSession, pos []string) error {
-		st, done, err := sf.open(s, pos[0])
-		if err != nil {
-			return err
-		}
-		defer done()
+	}, func(s *dataSession, pos []string, st pipeline.Store) error {
 		p, err := pipeline.New(s.client, pos[0], &pipeline.Options{Store: st})
 		if err != nil {
 			return err
@@ -369,21 +370,14 @@ func jobPurge(env *cliEnv, args []string) error {
 		summary: "Delete failed jobs from the store without running them.",
 		examples: `busbar job purge purchases order-1042
 busbar job purge imports --all --before 2026-11-01T00:00:00Z`}
-	var sf storeFlags
 	var ff filterFlags
 	var all bool
 	var interval time.Duration
-	return dataCommand(env, c, args, 1, 2, 10*time.Minute, func(fs *flagSet) {
-		sf.register(fs)
+	return storeCommand(env, c, args, 1, 2, 10*time.Minute, func(fs *flagSet) {
 		ff.register(fs)
 		fs.BoolVar(&all, "all", false, "every failed job matching the filters")
 		fs.DurationVar(&interval, "progress-interval", time.Second, "how often to print progress on stderr (0: never)")
-	}, func(s *dataSession, pos []string) error {
-		st, done, err := sf.open(s, pos[0])
-		if err != nil {
-			return err
-		}
-		defer done()
+	}, func(s *dataSession, pos []string, st pipeline.Store) error {
 		return bulk(s, "purged", pos, all, &ff, interval,
 			func(job string) (string, error) {
 				if _, err := st.Job(s.ctx, job); err != nil {

@@ -118,12 +118,6 @@ func (r *recorder) handler(ctx context.Context, t *pipeline.Task) error {
 	return nil
 }
 
-func (r *recorder) setFail(f func(t *pipeline.Task) error) {
-	r.mu.Lock()
-	r.fail = f
-	r.mu.Unlock()
-}
-
 // of returns the indices run for job, in call order.
 func (r *recorder) of(job string) []int {
 	r.mu.Lock()

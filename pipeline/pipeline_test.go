@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
 	"github.com/busbar-io/busbar/pipeline/pipelinetest"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestOrderUnderConcurrency: many five-task jobs run by two workers (two
@@ -92,8 +94,25 @@ func TestStopLeavesLaterTasksUnexecuted(t *testing.T) {
 	if _, err := p.Store().Job(testCtx(t), "good"); !errors.Is(err, pipeline.ErrNotFound) {
 		t.Fatalf("the good job is in the store: %v", err)
 	}
-	if m := p.Metrics(); m.JobsFailed.Load() != 1 || m.JobsCompleted.Load() != 1 || m.TasksSkipped.Load() != 2 || m.TasksFailed.Load() != 1 {
-		t.Fatalf("metrics: failed %d completed %d skipped %d failed tasks %d", m.JobsFailed.Load(), m.JobsCompleted.Load(), m.TasksSkipped.Load(), m.TasksFailed.Load())
+	// The metrics, as Prometheus sees them.
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(p.Collector())
+	mfs, err := reg.Gather()
+	if err != nil || len(mfs) != 1 {
+		t.Fatalf("gather: %v, %d families", err, len(mfs))
+	}
+	got := map[string]float64{}
+	for _, m := range mfs[0].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "event" {
+				got[l.GetValue()] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	wantM := map[string]float64{"job_submitted": 2, "job_completed": 1, "job_failed": 1, "job_resubmitted": 0,
+		"task_started": 8, "task_succeeded": 7, "task_retried": 0, "task_failed": 1, "task_skipped": 2, "task_redelivered": 0, "state_swept": 0}
+	if !maps.Equal(got, wantM) {
+		t.Fatalf("metrics %v, want %v", got, wantM)
 	}
 }
 

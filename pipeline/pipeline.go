@@ -111,6 +111,9 @@ type Pipeline struct {
 type sessionJob struct {
 	loaded bool
 	state  *JobState // nil: no state
+	// announced: this hold recorded the next task as started (Runs 1)
+	// with the last outcome, and has not run it yet.
+	announced bool
 }
 
 // New returns a Pipeline over queue, a session-enabled queue; Handle
@@ -366,26 +369,33 @@ func (p *Pipeline) handle(ctx context.Context, s *processor.Session, m *azservic
 	if h == nil {
 		return p.failed(ctx, s, sj, t, m, ReasonNoHandler, fmt.Errorf("no handler for task type %q", t.Type), st, now)
 	}
-	// Record the start first, so that a run cut short by a crash is known
-	// to the next delivery even if the broker did not count it.
-	started := st.next(t, now)
-	if st != nil && st.Runs > 0 && st.Running == t.Index {
-		started.Runs = st.Runs + 1
-	} else {
-		started.Running, started.Runs = t.Index, 1
+	// Record the start before running, so that a run cut short by a crash
+	// is known to the next delivery even if the broker did not count it.
+	// After a task, the pipeline records the next one as started along
+	// with the outcome (announced): that next task's first run in the same
+	// session hold needs no write of its own. A task found recorded as
+	// started by another hold may have run: it gets the next attempt.
+	runs := 1
+	if !sj.announced {
+		if st != nil {
+			runs = st.Runs + 1
+		}
+		started := st.next(t, now)
+		started.Runs = runs
+		if err := p.save(ctx, s, sj, started); err != nil {
+			p.report(err)
+			return err
+		}
+		st = started
 	}
-	t.Attempt = max(t.Attempt, started.Runs)
-	if err := p.save(ctx, s, sj, started); err != nil {
-		p.report(err)
-		return err
-	}
-	st = started
+	sj.announced = false
+	t.Attempt = max(t.Attempt, runs)
 	p.metrics.TasksStarted.Add(1)
 	herr := run(ctx, h, t)
 	if herr == nil {
 		p.metrics.TasksSucceeded.Add(1)
 		next := st.next(t, now)
-		next.LastTask, next.Running, next.Runs = t.Index, 0, 0
+		next.LastTask, next.Runs = t.Index, 1 // the next task, announced
 		return p.advance(ctx, s, sj, t, m, next)
 	}
 	if ctx.Err() != nil {
@@ -414,12 +424,11 @@ func (p *Pipeline) failed(ctx context.Context, s *processor.Session, sj *session
 	reason string, herr error, st *JobState, now time.Time) error {
 	p.logger.Warn("pipeline task failed", "job", t.Job, "task", t.Index, "type", t.Type, "attempt", t.Attempt, "policy", p.policy.String(), "err", herr)
 	next := st.next(t, now)
-	next.Running, next.Runs = 0, 0
 	if p.policy == Stop {
-		next.Failed, next.FailedTask, next.Error = true, t.Index, herr.Error()
+		next.Failed, next.FailedTask, next.Error, next.Runs = true, t.Index, herr.Error(), 0
 		p.metrics.JobsFailed.Add(1)
 	} else {
-		next.LastTask = t.Index
+		next.LastTask, next.Runs = t.Index, 1 // the next task, announced
 		next.Failures++
 	}
 	return p.setAside(ctx, s, sj, t, m, reason, herr.Error(), t.Attempt, next)
@@ -476,5 +485,6 @@ func (p *Pipeline) advance(ctx context.Context, s *processor.Session, sj *sessio
 		p.report(err)
 		return err
 	}
+	sj.announced = next.Runs > 0 && !next.Failed
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 func TestOrderUnderConcurrency(t *testing.T) {
 	srv := startBroker(t)
 	rec := &recorder{}
-	jobs := 120
+	jobs := 60
 	var ps []*pipeline.Pipeline
 	for range 2 {
 		c := newClient(t, srv.ConnectionString())

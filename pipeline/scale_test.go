@@ -12,10 +12,10 @@ import (
 )
 
 // scaleJobs is how many concurrent jobs TestManyConcurrentJobs runs:
-// 10,000, or 500 under the race detector unless BUSBAR_LONG=1.
+// 10,000, or 250 under the race detector unless BUSBAR_LONG=1.
 func scaleJobs() int {
 	if raceEnabled && os.Getenv("BUSBAR_LONG") != "1" {
-		return 500
+		return 250
 	}
 	return 10000
 }

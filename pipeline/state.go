@@ -29,12 +29,14 @@ type JobState struct {
 	Error string `json:"error,omitempty"`
 	// Failures counts the tasks set aside under the Continue policy.
 	Failures int `json:"failures,omitempty"`
-	// Running is the index of the task being run and Runs how many times
-	// it was started; Runs is 0 between tasks. A task redelivered with
-	// Runs set was started before (by a worker that crashed or lost its
-	// lock), whatever the broker's delivery count says.
-	Running int `json:"running,omitempty"`
-	Runs    int `json:"runs,omitempty"`
+	// Runs counts the recorded starts of the next task to run (the first
+	// after LastTask). It is written before a job's first task runs, and
+	// with each outcome for the task that follows (1, announced ahead of
+	// its run to save a write); a task that arrives finding Runs set by
+	// another session hold, or after a failed attempt, adds one before it
+	// runs. A task redelivered with Runs set may have run before, whatever
+	// the broker's delivery count says.
+	Runs int `json:"runs,omitempty"`
 	// Origin is the job this one was resubmitted from.
 	Origin string `json:"origin,omitempty"`
 	// Started is when the job's first task was handled; Updated when the

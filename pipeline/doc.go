@@ -37,8 +37,10 @@
 // # At least once
 //
 // A task runs at least once, not exactly once. Before running a task the
-// pipeline records in the session state that it started it (and how many
-// times), and after it the outcome, before it completes the message. A
+// pipeline has recorded in the session state that it started it (and how
+// many times; for all but a job's first task this is written ahead, with
+// the previous task's outcome), and after it the outcome, before it
+// completes the message. A
 // message redelivered after a crash between recording the outcome and
 // completing is recognised and not run again. The last task is completed
 // before the state is cleared, so a crash in between leaves a state for

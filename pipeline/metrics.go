@@ -1,10 +1,6 @@
 package pipeline
 
-import (
-	"sync/atomic"
-
-	"github.com/prometheus/client_golang/prometheus"
-)
+import "sync/atomic"
 
 // Metrics are a pipeline's counters since it was created. After a crash a
 // task may be counted twice (see the package documentation).
@@ -22,32 +18,16 @@ type Metrics struct {
 	StatesSwept      atomic.Int64 // orphaned job states cleared by Sweep
 }
 
-// Collector returns a Prometheus collector of the pipeline's counters,
-// labelled with its queue, to register wherever the application exposes
-// metrics.
-func (p *Pipeline) Collector() prometheus.Collector {
-	return &collector{p: p, desc: prometheus.NewDesc("busbar_pipeline_events_total",
-		"Pipeline jobs and tasks by event.", []string{"queue", "event"}, nil)}
-}
-
-type collector struct {
-	p    *Pipeline
-	desc *prometheus.Desc
-}
-
-func (c *collector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	m := c.p.metrics
-	for _, e := range []struct {
-		name string
-		v    *atomic.Int64
-	}{
-		{"job_submitted", &m.JobsSubmitted}, {"job_completed", &m.JobsCompleted}, {"job_failed", &m.JobsFailed},
-		{"job_resubmitted", &m.JobsResubmitted}, {"task_started", &m.TasksStarted}, {"task_succeeded", &m.TasksSucceeded},
-		{"task_retried", &m.TasksRetried}, {"task_failed", &m.TasksFailed}, {"task_skipped", &m.TasksSkipped},
-		{"task_redelivered", &m.TasksRedelivered}, {"state_swept", &m.StatesSwept},
-	} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(e.v.Load()), c.p.queue, e.name)
+// Events returns the counters by event name (job_submitted,
+// job_completed, job_failed, job_resubmitted, task_started,
+// task_succeeded, task_retried, task_failed, task_skipped,
+// task_redelivered, state_swept), for exporting: package pipelineprom
+// turns them into Prometheus counters.
+func (m *Metrics) Events() map[string]int64 {
+	return map[string]int64{
+		"job_submitted": m.JobsSubmitted.Load(), "job_completed": m.JobsCompleted.Load(), "job_failed": m.JobsFailed.Load(),
+		"job_resubmitted": m.JobsResubmitted.Load(), "task_started": m.TasksStarted.Load(), "task_succeeded": m.TasksSucceeded.Load(),
+		"task_retried": m.TasksRetried.Load(), "task_failed": m.TasksFailed.Load(), "task_skipped": m.TasksSkipped.Load(),
+		"task_redelivered": m.TasksRedelivered.Load(), "state_swept": m.StatesSwept.Load(),
 	}
 }

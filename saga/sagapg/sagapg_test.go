@@ -2,11 +2,8 @@ package sagapg_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
 	"github.com/busbar-io/busbar/saga/sagapg"
@@ -25,27 +23,12 @@ import (
 // table, dropped when the test ends.
 func newStore(t *testing.T) (*sagapg.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	dsn := os.Getenv("BUSBAR_TEST_POSTGRES_DSN")
-	if dsn == "" {
-		if os.Getenv("BUSBAR_REQUIRE_POSTGRES") == "1" {
-			t.Fatal("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-		}
-		t.Skip("BUSBAR_TEST_POSTGRES_DSN is not set (start one with scripts/postgres.sh)")
-	}
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	table := "sagas_test_" + hex.EncodeToString(b)
+	pool := pgtest.Pool(t)
+	table := pgtest.Table(t, pool, "sagas_test_")
 	st := sagapg.New(pool, table)
-	if err := st.CreateTable(ctx); err != nil {
+	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE "+pgx.Identifier{table}.Sanitize()) })
 	return st, pool, table
 }
 

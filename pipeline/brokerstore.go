@@ -23,10 +23,8 @@ const (
 // BrokerStore keeps failed jobs in the broker itself: a session-enabled
 // queue where each session is a failed job and its messages are the job's
 // set-aside tasks. Reading a job locks its session for a moment; listing
-// uses the SDK's session listing. On Busbar, which answers a session
-// receiver's peek with the whole queue, reading one job pages through the
-// queue, so Jobs costs O(jobs × tasks): keep large failed-job populations
-// in PostgreSQL (package pipelinepg). Create the queue with CreateQueue (its
+// uses the SDK's session listing and reads each job, so PostgreSQL
+// (package pipelinepg) suits large failed-job populations better. Create the queue with CreateQueue (its
 // duplicate detection drops a task stored twice; without it, the store
 // drops the repeat when it reads the job).
 type BrokerStore struct {
@@ -163,9 +161,10 @@ func peekAll(ctx context.Context, r *azservicebus.SessionReceiver) ([]*azservice
 }
 
 // peekSession peeks up to limit (all, when negative) messages of the
-// session, in sequence order. It keeps only the session's messages:
-// Service Bus scopes a session receiver's peek to its session, but Busbar
-// (so far) answers it with the whole queue.
+// session, in sequence order. It keeps only the session's messages: the
+// broker scopes a session receiver's peek to its session (the Go SDK names
+// the receiver's link rather than the session), but an older Busbar
+// answered with the whole queue, and the filter costs nothing.
 func peekSession(ctx context.Context, r *azservicebus.SessionReceiver, limit int) ([]*azservicebus.ReceivedMessage, error) {
 	var out []*azservicebus.ReceivedMessage
 	var from *int64

@@ -126,6 +126,10 @@ type conn struct {
 	mu      sync.Mutex
 	claims  map[string]claim      // normalized entity path -> claim
 	replies map[string]*replyLink // reply-to address -> the client's reply link
+	// sessionLinks maps the name of a session receiver link to the session
+	// it holds: a management request naming it as associated-link-name
+	// (the Go SDK's session receiver peeks so) is about that session.
+	sessionLinks map[string]string
 }
 
 func (h *Handler) connOf(ac *amqp.Conn) *conn {
@@ -139,7 +143,7 @@ func (h *Handler) connOf(ac *amqp.Conn) *conn {
 }
 
 func (h *Handler) newConn(ac *amqp.Conn) *conn {
-	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}}
+	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessionLinks: map[string]string{}}
 	if id, ok := ac.Identity().(plainIdentity); ok {
 		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: expand(id.rule.Rights)}
 	}

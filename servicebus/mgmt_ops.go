@@ -63,7 +63,14 @@ func (l *mgmtLink) peek(ctx context.Context, req *request) (int32, any, error) {
 		return 0, nil, err
 	}
 	var msgs []*broker.Message
-	if _, ok := req.body["session-id"]; ok && req.body["session-id"] != nil {
+	hasSID := req.body["session-id"] != nil
+	if !hasSID {
+		// A session receiver of the Go SDK names itself instead.
+		if name, ok := req.appProps["associated-link-name"].(string); ok {
+			sid, hasSID = l.c.linkSession(name)
+		}
+	}
+	if hasSID {
 		msgs, err = l.c.h.b.PeekSession(ctx, l.path(), sid, from, int(count))
 	} else {
 		msgs, err = l.c.h.b.Peek(ctx, l.path(), from, int(count))

@@ -351,6 +351,9 @@ func (l *recvLink) Detach(*amqp.Sender, error) {
 	l.mu.Unlock()
 	l.wakeUp() // the pump sees closed and exits
 	if l.cons != nil {
+		l.c.mu.Lock()
+		delete(l.c.sessionLinks, l.s.Name())
+		l.c.mu.Unlock()
 		_ = l.cons.Close()
 	}
 	l.c.h.metrics.LinkDetached(l.path, true)

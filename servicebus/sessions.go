@@ -99,6 +99,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 	}
 	if err == nil {
 		l.writeSessionReply(req)
+		l.holdSession()
 		l.start()
 		return l, nil
 	}
@@ -118,12 +119,30 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 		}
 		l.cons = cons
 		l.writeSessionReply(req)
+		l.holdSession()
 		l.start()
 		// On failure (the client gave up) the engine has called Detach,
 		// which released the session.
 		_ = l.s.CompleteAttach(l, nil)
 	}()
 	return nil, amqp.ErrDeferAttach
+}
+
+// holdSession records that the link holds its consumer's session, for
+// management requests that name the link (see conn.sessionLinks).
+func (l *recvLink) holdSession() {
+	l.c.mu.Lock()
+	l.c.sessionLinks[l.s.Name()] = l.cons.SessionID()
+	l.c.mu.Unlock()
+}
+
+// linkSession returns the session the receiver link name holds on this
+// connection, if it is a session receiver.
+func (c *conn) linkSession(name string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.sessionLinks[name]
+	return id, ok
 }
 
 // writeSessionReply writes the attach reply of a session receiver: the

@@ -4,30 +4,12 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/busbar-io/busbar/busbartest"
 	busbarconfig "github.com/busbar-io/busbar/config"
 )
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestExample runs the example against a broker configured with the
 // example's Config.json: Alice's order goes through, Bob's stops at the
@@ -38,7 +20,7 @@ func TestExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := busbartest.Start(t, busbartest.WithConfig(cfgFile))
-	out := &syncBuffer{}
+	out := &bytes.Buffer{} // run writes it through its console, one line at a time
 	if err := run(context.Background(), config{connStr: srv.ConnectionString(), failPayment: true, rows: 15, wait: time.Minute}, out); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

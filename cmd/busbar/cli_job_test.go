@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,5 +113,60 @@ func TestJobFailedShowResubmitPurge(t *testing.T) {
 	defer mu.Unlock()
 	if ran["order-1~r1"] != 2 || ran["order-3"] != 2 {
 		t.Fatalf("runs %v", ran)
+	}
+}
+
+// TestJobListAndSweep: a job whose last task never came shows in job list
+// with its progress; job sweep --dry-run names it, job sweep clears it.
+func TestJobListAndSweep(t *testing.T) {
+	c := newCLI(t, busbartest.WithQueue("imp", broker.QueueProperties{RequiresSession: true}),
+		busbartest.WithQueue("imp-failed", broker.QueueProperties{RequiresSession: true}))
+	client, err := azservicebus.NewClientFromConnectionString(c.srv.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	var ran atomic.Int32
+	p, err := pipeline.New(client, "imp", &pipeline.Options{Store: pipeline.NewBrokerStore(client, "imp-failed"), SessionIdleTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Handle("row", func(context.Context, *pipeline.Task) error { ran.Add(1); return nil })
+	go func() { _ = p.Run(context.Background()) }()
+	defer p.Close(context.Background())
+	// Two rows of three sent by hand: the last never comes.
+	s, err := client.NewSender("imp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	for i := range 2 {
+		id, job, typ := fmt.Sprintf("half/%d", i), "half", "row"
+		if err := s.SendMessage(context.Background(), &azservicebus.Message{MessageID: &id, SessionID: &job, Subject: &typ,
+			ApplicationProperties: map[string]any{pipeline.PropIndex: int64(i), pipeline.PropCount: int64(3), pipeline.PropLast: false}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows []jobRow
+	poll.Until(t, 30*time.Second, "the half job in job list", func() bool {
+		r := c.run("job", "list", "imp", "--json")
+		rows = nil
+		_ = json.Unmarshal([]byte(r.stdout), &rows)
+		return r.code == 0 && len(rows) == 1 && rows[0].LastTask != nil && *rows[0].LastTask == 1
+	})
+	if r := rows[0]; r.Job != "half" || r.Count != 3 || r.Pending != 0 || r.Status != "in progress (no task pending)" || ran.Load() != 2 {
+		t.Fatalf("job list row %+v (ran %d)", r, ran.Load())
+	}
+	if out := c.ok("job", "sweep", "imp", "--older-than", "1ns", "--dry-run", "--json"); strings.TrimSpace(out) != `[
+  "half"
+]` {
+		t.Fatalf("sweep --dry-run: %s", out)
+	}
+	if out := c.ok("job", "list", "imp", "--json"); !strings.Contains(out, `"job": "half"`) {
+		t.Fatalf("the dry run cleared the state: %s", out)
+	}
+	c.ok("job", "sweep", "imp", "--older-than", "1ns")
+	if out := c.ok("job", "list", "imp", "--json"); strings.TrimSpace(out) != "[]" {
+		t.Fatalf("job list after the sweep: %s", out)
 	}
 }

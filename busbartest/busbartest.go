@@ -17,9 +17,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/config"
@@ -181,4 +184,21 @@ func (s *Server) AdminConnectionString() string {
 	key, _ := s.RootKey()
 	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true",
 		s.HTTPAddr(), server.RootKeyName, key)
+}
+
+// AdminClient returns an azservicebus/admin client for the server's HTTP
+// management API: the admin client always builds https URLs, so it is
+// given a transport that sends them over plain HTTP.
+func (s *Server) AdminClient() (*admin.Client, error) {
+	return admin.NewClientFromConnectionString(s.AdminConnectionString(),
+		&admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: plainHTTP{}}})
+}
+
+// plainHTTP sends the admin client's requests over HTTP.
+type plainHTTP struct{}
+
+func (plainHTTP) Do(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme = "http"
+	return http.DefaultTransport.RoundTrip(r)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -15,8 +16,14 @@ import (
 // until the processor releases the session, which it does after
 // SessionIdleTimeout without a message.
 type Session struct {
-	r *azservicebus.SessionReceiver
+	r        *azservicebus.SessionReceiver
+	released atomic.Bool
 }
+
+// Release asks the processor to release the session once the messages it
+// is handling now are settled, without waiting SessionIdleTimeout: for a
+// handler that knows the session has no more work (its last message).
+func (s *Session) Release() { s.released.Store(true) }
 
 // ID returns the session id.
 func (s *Session) ID() string { return s.r.SessionID() }
@@ -208,7 +215,7 @@ func (p *SessionProcessor) serve(recvCtx, hctx context.Context, r *azservicebus.
 	if p.onOpen != nil {
 		p.onOpen(sctx, s)
 	}
-	for recvCtx.Err() == nil && sctx.Err() == nil {
+	for recvCtx.Err() == nil && sctx.Err() == nil && !s.released.Load() {
 		rctx, stop := context.WithCancel(recvCtx)
 		idleTimer := p.clock.AfterFunc(p.idle, stop)
 		unhook := context.AfterFunc(sctx, stop)

@@ -2,11 +2,17 @@ package processor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
+
+// ErrSettled is returned by a handler that settled its message itself,
+// through the receiver (Session.Receiver): the processor leaves the message
+// as it is and reports nothing.
+var ErrSettled = errors.New("processor: the handler settled the message")
 
 // settler is what Receiver and SessionReceiver have in common.
 type settler interface {
@@ -52,6 +58,10 @@ func (c *common) process(ctx context.Context, s settler, m *azservicebus.Receive
 		})
 	}
 	herr := call(func() error { return handler(hctx) })
+	if errors.Is(herr, ErrSettled) {
+		stop()
+		return
+	}
 	dead := herr != nil && (IsPermanent(herr) || (c.retry.MaxAttempts > 0 && int(m.DeliveryCount) >= c.retry.MaxAttempts))
 	if herr != nil {
 		e := at

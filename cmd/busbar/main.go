@@ -30,6 +30,7 @@ Messages (through AMQP, with the official Go SDK):
   busbar session      state get|set
   busbar scheduled    list|cancel scheduled messages
   busbar schedule     create|list|show|update|pause|resume|trigger|delete|run recurring schedules
+  busbar job          list|show|failed|resubmit|purge|sweep pipeline jobs
 
 The broker is found with --connection-string, $BUSBAR_CONNECTION_STRING or a
 profile in ~/.config/busbar/profiles.json (--profile NAME); the management

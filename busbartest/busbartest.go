@@ -16,6 +16,7 @@ package busbartest
 import (
 	"context"
 	"fmt"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -201,4 +202,16 @@ func (plainHTTP) Do(req *http.Request) (*http.Response, error) {
 	r := req.Clone(req.Context())
 	r.URL.Scheme = "http"
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// NewClient returns an azservicebus client for connStr (usually
+// s.ConnectionString()), closed when the test ends.
+func NewClient(t testing.TB, connStr string) *azservicebus.Client {
+	t.Helper()
+	c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
 }

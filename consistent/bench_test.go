@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/consistent"
 	"github.com/busbar-io/busbar/consistent/consistentpg"
 	"github.com/busbar-io/busbar/consistent/consistenttest"
 	"github.com/busbar-io/busbar/processor"
-	"github.com/jackc/pgx/v5"
 )
 
 // benchGames is how many business ids (sessions) the benchmark's inputs
@@ -159,7 +160,7 @@ func benchSDK(b *testing.B, sessions bool, update func(context.Context, *process
 func benchRun(b *testing.B, sessions bool, start func(client *azservicebus.Client, done func()) (processor.Handler, processor.SessionHandler)) {
 	srv := busbartest.Start(b, busbartest.WithQueue("in", broker.QueueProperties{RequiresSession: sessions, MaxDeliveryCount: 100}),
 		busbartest.WithQueue("out", broker.QueueProperties{}))
-	client := newClient(b, srv.ConnectionString())
+	client := busbartest.NewClient(b, srv.ConnectionString())
 	s, err := client.NewSender("in", nil)
 	if err != nil {
 		b.Fatal(err)

@@ -17,14 +17,16 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/consistent"
 	"github.com/busbar-io/busbar/consistent/consistentpg"
 	"github.com/busbar-io/busbar/consistent/consistenttest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/processor"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Environment of the crash test's handler child (the test binary itself).
@@ -128,7 +130,7 @@ func crashTest(t *testing.T, m mode, inputs, kills int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	client := newClient(t, srv.ConnectionString())
+	client := busbartest.NewClient(t, srv.ConnectionString())
 	sendInputs(t, client, inputs, games)
 
 	versions := func() int {

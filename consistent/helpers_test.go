@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/consistent"
@@ -63,7 +64,7 @@ func newEnvRetaining(t *testing.T, m mode, dedup bool, r consistent.Retention) *
 	e.srv = busbartest.Start(t, busbartest.WithFakeClock(epoch),
 		busbartest.WithQueue("in", broker.QueueProperties{RequiresSession: m == onSession, LockDuration: lockDuration, MaxDeliveryCount: 100}),
 		busbartest.WithQueue("out", broker.QueueProperties{RequiresDuplicateDetection: dedup, DuplicateDetectionHistoryTimeWindow: time.Hour}))
-	e.client = newClient(t, e.srv.ConnectionString())
+	e.client = busbartest.NewClient(t, e.srv.ConnectionString())
 	return e
 }
 

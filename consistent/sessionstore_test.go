@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/consistent"
@@ -21,7 +22,7 @@ import (
 func TestSessionStateStoreSuite(t *testing.T) {
 	consistenttest.Run(t, func(t *testing.T, r consistent.Retention) consistenttest.Harness {
 		srv := busbartest.Start(t, busbartest.WithQueue("q", broker.QueueProperties{RequiresSession: true}))
-		client := newClient(t, srv.ConnectionString())
+		client := busbartest.NewClient(t, srv.ConnectionString())
 		sessions := map[string]*azservicebus.SessionReceiver{}
 		return consistenttest.Harness{
 			Store:      consistent.SessionStateStore{Retention: r},
@@ -55,23 +56,13 @@ func (s sessionOf) SetState(ctx context.Context, b []byte) error {
 	return s.r.SetSessionState(ctx, b, nil)
 }
 
-func newClient(t testing.TB, connStr string) *azservicebus.Client {
-	t.Helper()
-	c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
-}
-
 // TestSessionStateDeltas: older versions are kept as deltas, so a large
 // state that changes a little per input does not multiply the session
 // state by the number of versions kept, and every kept version still loads
 // exactly.
 func TestSessionStateDeltas(t *testing.T) {
 	srv := busbartest.Start(t, busbartest.WithQueue("q", broker.QueueProperties{RequiresSession: true}))
-	client := newClient(t, srv.ConnectionString())
+	client := busbartest.NewClient(t, srv.ConnectionString())
 	r, err := client.AcceptSessionForQueue(ctx(t), "q", "g1", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
@@ -39,7 +40,7 @@ func cpuNow() time.Duration {
 // task, and reports the rates.
 func benchRun(b *testing.B, n int, work func(c *azservicebus.Client, done *atomic.Int64) (stop func())) {
 	srv := busbartest.Start(b, jobQueues()...)
-	c := newClient(b, srv.ConnectionString())
+	c := busbartest.NewClient(b, srv.ConnectionString())
 	sub, err := pipeline.New(c, workQueue, &pipeline.Options{Store: pipeline.NewBrokerStore(c, failedQueue)})
 	if err != nil {
 		b.Fatal(err)

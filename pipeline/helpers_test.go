@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/clock"
@@ -40,16 +41,6 @@ func startBroker(t testing.TB, opts ...busbartest.Option) *busbartest.Server {
 	t.Helper()
 	all := append([]busbartest.Option{busbartest.WithFakeClock(epoch)}, jobQueues()...)
 	return busbartest.Start(t, append(all, opts...)...)
-}
-
-func newClient(t testing.TB, connStr string) *azservicebus.Client {
-	t.Helper()
-	c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
 }
 
 func testCtx(t testing.TB) context.Context {

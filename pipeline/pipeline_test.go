@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
 	"github.com/busbar-io/busbar/pipeline/pipelinetest"
@@ -23,7 +24,7 @@ func TestOrderUnderConcurrency(t *testing.T) {
 	jobs := 60
 	var ps []*pipeline.Pipeline
 	for range 2 {
-		c := newClient(t, srv.ConnectionString())
+		c := busbartest.NewClient(t, srv.ConnectionString())
 		p := newPipeline(t, c, srv, rec, pipeline.Options{MaxConcurrentJobs: 8})
 		ps = append(ps, p)
 	}
@@ -61,7 +62,7 @@ func TestOrderUnderConcurrency(t *testing.T) {
 // the job's state is cleared; another job is unaffected.
 func TestStopLeavesLaterTasksUnexecuted(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{fail: func(tk *pipeline.Task) error {
 		if tk.Job == "bad" && tk.Type == "payment" {
 			return pipeline.Permanent(errPayment)
@@ -105,7 +106,7 @@ func TestStopLeavesLaterTasksUnexecuted(t *testing.T) {
 // aside and the rest of the import runs.
 func TestContinueRunsLaterTasks(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{fail: func(tk *pipeline.Task) error {
 		if tk.Index == 1 || tk.Index == 3 {
 			return pipeline.Permanent(fmt.Errorf("row %d: missing price", tk.Index))
@@ -132,7 +133,7 @@ func TestContinueRunsLaterTasks(t *testing.T) {
 // MaxAttempts attempts failed.
 func TestRetriesWithBackoff(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{fail: func(tk *pipeline.Task) error {
 		if tk.Type == "payment" && (tk.Job == "always" || tk.Attempt < 3) {
 			return fmt.Errorf("gateway down (attempt %d)", tk.Attempt)
@@ -181,7 +182,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 // TestBrokerStore runs the shared store suite on BrokerStore.
 func TestBrokerStore(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	n := 0
 	pipelinetest.Run(t, func(t *testing.T) pipeline.Store {
 		n++

@@ -33,7 +33,7 @@ func TestCreateQueue(t *testing.T) {
 	if !*q.RequiresSession || !*q.RequiresDuplicateDetection || *q.MaxDeliveryCount != 100 || *q.DuplicateDetectionHistoryTimeWindow != "PT1H" {
 		t.Fatalf("queue properties %+v", q.QueueProperties)
 	}
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{}
 	p := newPipeline(t, c, srv, rec, pipeline.Options{})
 	submit(t, p, "twice", purchase("twice"))

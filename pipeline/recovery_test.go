@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
 )
@@ -47,7 +49,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 	_ = ca.Close(context.Background())
 	srv.Advance(lockTime + time.Second) // had the lock been kept, it expires
 
-	cb := newClient(t, srv.ConnectionString())
+	cb := busbartest.NewClient(t, srv.ConnectionString())
 	b := newPipeline(t, cb, srv, rec, pipeline.Options{})
 	run(t, b)
 	waitEnded(t, cb, "crash")
@@ -63,7 +65,7 @@ func TestRedeliveryAfterCrash(t *testing.T) {
 // in the job state but not completed are completed without running.
 func TestRecordedTaskNotRunAgain(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{}
 	p := newPipeline(t, c, srv, rec, pipeline.Options{})
 	submit(t, p, "half", purchase("half"))
@@ -96,7 +98,7 @@ func setState(t *testing.T, c *azservicebus.Client, job string, state []byte) {
 // state; Sweep leaves it while it is fresh and clears it once it is old.
 func TestSweepOrphanedState(t *testing.T) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{}
 	p := newPipeline(t, c, srv, rec, pipeline.Options{SessionIdleTimeout: time.Minute})
 	// Three of five tasks, the last never sent.

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/pipeline"
 )
 
@@ -26,7 +28,7 @@ func brokenPayment(broken *atomic.Bool) func(*pipeline.Task) error {
 // broker store, wrapped by wrap unless nil.
 func brokenShop(t *testing.T, wrap func(pipeline.Store) pipeline.Store) (*azservicebus.Client, *pipeline.Pipeline, *recorder, *atomic.Bool) {
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	broken := &atomic.Bool{}
 	broken.Store(true)
 	rec := &recorder{fail: brokenPayment(broken)}

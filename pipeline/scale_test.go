@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
 )
@@ -27,7 +28,7 @@ func scaleJobs() int {
 func TestManyConcurrentJobs(t *testing.T) {
 	n := scaleJobs()
 	srv := startBroker(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := &recorder{fail: func(tk *pipeline.Task) error {
 		var i int
 		if _, err := fmt.Sscanf(tk.Job, "job-%d", &i); err == nil && i%10 == 0 && tk.Index == 0 {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/pipeline"
@@ -95,7 +97,7 @@ func TestCrashOfBusbarServe(t *testing.T) {
 	before := rec.count()
 
 	child = start()
-	cb := newClient(t, child.ConnectionString())
+	cb := busbartest.NewClient(t, child.ConnectionString())
 	b := newPipeline(t, cb, nil, rec, pipeline.Options{MaxConcurrentJobs: 8, Store: pipeline.NewBrokerStore(cb, failedQueue)})
 	run(t, b)
 	// Every job ends: no task pending, none held. A crash between

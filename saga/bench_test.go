@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
 )
@@ -65,7 +67,7 @@ func benchSaga(done func(), now func() time.Time) *saga.Saga[benchState] {
 // completions.
 func runBench(b *testing.B, start func(c *azservicebus.Client, now func() time.Time, handled, completed *atomic.Int64) (stop func())) {
 	srv := orchestration(b)
-	c := newClient(b, srv.ConnectionString())
+	c := busbartest.NewClient(b, srv.ConnectionString())
 	publishBatches(b, c, sagaMessages(b.N))
 	var handled, completed atomic.Int64
 	b.ResetTimer()

@@ -3,7 +3,6 @@ package saga_test
 import (
 	"context"
 	"errors"
-	"github.com/busbar-io/busbar/internal/poll"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -12,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/internal/poll"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
@@ -39,16 +41,6 @@ func orchestration(t testing.TB, opts ...busbartest.Option) *busbartest.Server {
 			rule("ItemShipped"), rule("PaymentAccepted"), rule("Timeout")),
 	}, opts...)
 	return busbartest.Start(t, all...)
-}
-
-func newClient(t testing.TB, connStr string) *azservicebus.Client {
-	t.Helper()
-	c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
 }
 
 func typed(typ, sessionID, messageID string) *azservicebus.Message {
@@ -262,7 +254,7 @@ func within(t testing.TB, d time.Duration, what string, cond func() bool) {
 // client of its own.
 func sessionState(t testing.TB, srv *busbartest.Server, id string) []byte {
 	t.Helper()
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	r, err := c.AcceptSessionForSubscription(ctx, "orchestration", "orchestrator", id, nil)

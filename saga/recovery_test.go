@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
 )
@@ -21,7 +23,7 @@ import (
 // message (same MessageId) is ignored the same way.
 func TestRedeliveredMessage(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{})
 	h := sg.Handler(c, "orchestration")
@@ -64,7 +66,7 @@ func TestRedeliveredMessage(t *testing.T) {
 // Retention has passed.
 func TestRetentionRecognisesLateDuplicates(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	h := host(t, c, orderSaga(rec, srv.Clock().Now, saga.Config{Retention: time.Hour}), nil)
 	publish(t, c, typed("PaymentAccepted", order, "pay-1"), typed("ItemShipped", order, "ship-1"))
@@ -94,7 +96,7 @@ func TestRetentionRecognisesLateDuplicates(t *testing.T) {
 // takes the session over and finishes the saga.
 func TestHostCrashMidSaga(t *testing.T) {
 	srv := orchestration(t)
-	c1 := newClient(t, srv.ConnectionString())
+	c1 := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{})
 	h1 := host(t, c1, sg, &processor.SessionOptions{SessionIdleTimeout: time.Hour})
@@ -102,7 +104,7 @@ func TestHostCrashMidSaga(t *testing.T) {
 	eventually(t, "the first timeout", func() bool { return rec.count(order, "timeout requested") == 1 })
 	srv.Restart()
 	h1.kill()
-	c2 := newClient(t, srv.ConnectionString())
+	c2 := busbartest.NewClient(t, srv.ConnectionString())
 	host(t, c2, sg, nil)
 	srv.Advance(5 * time.Second)
 	eventually(t, "the second timeout", func() bool { return rec.count(order, "timeout requested") == 2 })
@@ -128,7 +130,7 @@ func TestHostCrashMidSaga(t *testing.T) {
 // runs, without completing the message; the second host handles it.
 func TestHostStopsMidHandler(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{})
 	inHandler := make(chan struct{})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/saga"
 )
 
@@ -27,7 +29,7 @@ func wantEvents(t *testing.T, rec *recorder, id string, want []string) {
 // timeout and clears its state.
 func TestHappyPath(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	h := host(t, c, orderSaga(rec, srv.Clock().Now, saga.Config{}), nil)
 	publish(t, c, typed("PaymentAccepted", order, "pay-1"), typed("ItemShipped", order, "ship-1"))
@@ -51,7 +53,7 @@ func TestHappyPath(t *testing.T) {
 // the article: the saga waits through one timeout and completes.
 func TestOutOfOrder(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	host(t, c, orderSaga(rec, srv.Clock().Now, saga.Config{}), nil)
 	publish(t, c, typed("ItemShipped", order, "ship-1"))
@@ -77,7 +79,7 @@ func TestOutOfOrder(t *testing.T) {
 // 5-second timeouts the saga is compensated and its state cleared.
 func TestMissingMessageCompensates(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	h := host(t, c, orderSaga(rec, srv.Clock().Now, saga.Config{}), nil)
 	publish(t, c, typed("PaymentAccepted", order, "pay-1"))
@@ -105,7 +107,7 @@ func TestMissingMessageCompensates(t *testing.T) {
 // handled; it then arrives and is discarded.
 func TestTimeoutAfterCompletionIsDiscarded(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{})
 	h := host(t, c, sg, nil)
@@ -135,7 +137,7 @@ type cancelState struct {
 // the scheduled message is cancelled on the broker and never delivered.
 func TestCancelTimeout(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := saga.New[cancelState](saga.Config{Name: "reminder", TypeProperty: "MessageType", Logger: slog.New(rec), Now: srv.Clock().Now})
 	sg.Starts("PaymentAccepted", func(c *saga.Context[cancelState], m *azservicebus.ReceivedMessage) error {

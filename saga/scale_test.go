@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
 )
@@ -78,8 +80,8 @@ func TestManyConcurrentSagas(t *testing.T) {
 		n = 2000
 	}
 	srv := orchestration(t)
-	c1 := newClient(t, srv.ConnectionString())
-	c2 := newClient(t, srv.ConnectionString())
+	c1 := busbartest.NewClient(t, srv.ConnectionString())
+	c2 := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{})
 	publishBatches(t, c1, sagaMessages(n))

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
 )
@@ -173,7 +175,7 @@ func TestHandlerErrorLeavesStateUntouched(t *testing.T) {
 // its deadline timeout cancelled.
 func TestDeadlineCompensates(t *testing.T) {
 	srv := orchestration(t)
-	c := newClient(t, srv.ConnectionString())
+	c := busbartest.NewClient(t, srv.ConnectionString())
 	rec := newRecorder()
 	sg := orderSaga(rec, srv.Clock().Now, saga.Config{Deadline: 3 * time.Second})
 	h := host(t, c, sg, nil)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/schedule"
 )
@@ -76,7 +77,7 @@ func runHostBench(b *testing.B, n int, window time.Duration) {
 	}
 	defer brk.Close()
 	brokerPid := findPid(bin)
-	client := newClient(b, brk.ConnectionString())
+	client := busbartest.NewClient(b, brk.ConnectionString())
 
 	var (
 		mu       sync.Mutex

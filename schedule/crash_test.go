@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/schedule"
@@ -63,7 +64,7 @@ func TestCrashHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(broker.Close)
-	client := newClient(t, broker.ConnectionString())
+	client := busbartest.NewClient(t, broker.ConnectionString())
 
 	got := &inbox{byID: map[string]int{}}
 	got.collect(t, client, jobsQueue)

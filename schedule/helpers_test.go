@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/clock"
@@ -38,19 +39,9 @@ func newEnv(t testing.TB, start time.Time) *env {
 	srv := busbartest.Start(t, busbartest.WithFakeClock(start), busbartest.WithoutHTTP(),
 		busbartest.WithQueue(controlQueue, broker.QueueProperties{RequiresSession: true}),
 		busbartest.WithQueue(jobsQueue, broker.QueueProperties{}))
-	e := &env{t: t, srv: srv, client: newClient(t, srv.ConnectionString()), got: &inbox{byID: map[string]int{}}}
+	e := &env{t: t, srv: srv, client: busbartest.NewClient(t, srv.ConnectionString()), got: &inbox{byID: map[string]int{}}}
 	e.got.collect(t, e.client, jobsQueue)
 	return e
-}
-
-func newClient(t testing.TB, connStr string) *azservicebus.Client {
-	t.Helper()
-	c, err := azservicebus.NewClientFromConnectionString(connStr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close(context.Background()) })
-	return c
 }
 
 // scheduler returns a Scheduler on the control queue with the broker's

@@ -102,6 +102,13 @@ func TestHostCrashMidSaga(t *testing.T) {
 	h1 := host(t, c1, sg, &processor.SessionOptions{SessionIdleTimeout: time.Hour})
 	publish(t, c1, typed("PaymentAccepted", order, "pay-1"))
 	eventually(t, "the first timeout", func() bool { return rec.count(order, "timeout requested") == 1 })
+	// "timeout requested" is logged before the state is saved: wait for
+	// the state, so that the crash comes after it (a crash before it is
+	// another case: host 2 would rightly start the saga again).
+	eventually(t, "the saga's state saved", func() bool {
+		st, err := srv.Broker().GetSessionState(context.Background(), "orchestration/Subscriptions/orchestrator", order)
+		return err == nil && st != nil
+	})
 	srv.Restart()
 	h1.kill()
 	c2 := busbartest.NewClient(t, srv.ConnectionString())

@@ -16,14 +16,16 @@ package busbartest
 import (
 	"context"
 	"fmt"
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"log/slog"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/config"
@@ -214,4 +216,31 @@ func NewClient(t testing.TB, connStr string) *azservicebus.Client {
 	}
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
+}
+
+// StartExample starts an in-process broker with the given queues for a
+// runnable example, which has no testing.T (tests use Start). stop shuts it
+// down and removes its data.
+func StartExample(queues map[string]broker.QueueProperties) (connStr string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "busbar-example")
+	if err != nil {
+		return "", nil, err
+	}
+	ctx := context.Background()
+	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "-"})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	stop = func() {
+		_ = srv.Shutdown(ctx)
+		_ = os.RemoveAll(dir)
+	}
+	for name, p := range queues {
+		if err := srv.Broker().CreateQueue(ctx, name, p); err != nil {
+			stop()
+			return "", nil, err
+		}
+	}
+	return srv.ConnectionString(), stop, nil
 }

@@ -4,38 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/consistent"
 	"github.com/busbar-io/busbar/processor"
-	"github.com/busbar-io/busbar/server"
 )
 
 // exampleBroker starts an in-process Busbar with a session queue "shots"
 // and a queue "results" for the examples (tests use busbartest).
 func exampleBroker() (connStr string, stop func()) {
-	dir, err := os.MkdirTemp("", "busbar-example")
+	connStr, stop, err := busbartest.StartExample(map[string]broker.QueueProperties{
+		"shots": {RequiresSession: true}, "results": {}})
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "-"})
-	if err != nil {
-		panic(err)
-	}
-	if err := srv.Broker().CreateQueue(ctx, "shots", broker.QueueProperties{RequiresSession: true}); err != nil {
-		panic(err)
-	}
-	if err := srv.Broker().CreateQueue(ctx, "results", broker.QueueProperties{}); err != nil {
-		panic(err)
-	}
-	return srv.ConnectionString(), func() {
-		_ = srv.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
-	}
+	return connStr, stop
 }
 
 // Range is the example's state: where the target is and how many shots

@@ -4,40 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/pipeline"
-	"github.com/busbar-io/busbar/server"
 )
 
 // exampleBroker starts an in-process Busbar with a work queue "purchases"
 // and a failed-job queue "purchases-failed" for the examples (tests use
 // busbartest) and returns a client.
 func exampleBroker() (*azservicebus.Client, func()) {
-	dir, err := os.MkdirTemp("", "busbar-example")
+	connStr, stopBroker, err := busbartest.StartExample(map[string]broker.QueueProperties{
+		"purchases":        {RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 100},
+		"purchases-failed": {RequiresSession: true},
+	})
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "-"})
-	if err != nil {
-		panic(err)
-	}
-	_ = srv.Broker().CreateQueue(ctx, "purchases", broker.QueueProperties{RequiresSession: true, RequiresDuplicateDetection: true, MaxDeliveryCount: 100})
-	_ = srv.Broker().CreateQueue(ctx, "purchases-failed", broker.QueueProperties{RequiresSession: true})
-	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+	client, err := azservicebus.NewClientFromConnectionString(connStr, nil)
 	if err != nil {
 		panic(err)
 	}
 	return client, func() {
-		_ = client.Close(ctx)
-		_ = srv.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
+		_ = client.Close(context.Background())
+		stopBroker()
 	}
 }
 

@@ -3,36 +3,23 @@ package processor_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
-	"github.com/busbar-io/busbar/server"
 )
 
 // exampleBroker starts an in-process Busbar with the given queues for the
 // examples (tests use busbartest) and returns its connection string.
 func exampleBroker(queues map[string]broker.QueueProperties) (connStr string, stop func()) {
-	dir, err := os.MkdirTemp("", "busbar-example")
+	connStr, stop, err := busbartest.StartExample(queues)
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "-"})
-	if err != nil {
-		panic(err)
-	}
-	for name, p := range queues {
-		if err := srv.Broker().CreateQueue(ctx, name, p); err != nil {
-			panic(err)
-		}
-	}
-	return srv.ConnectionString(), func() {
-		_ = srv.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
-	}
+	return connStr, stop
 }
 
 // A processor handles each message of a queue and completes it; Close

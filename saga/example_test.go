@@ -4,35 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/processor"
 	"github.com/busbar-io/busbar/saga"
-	"github.com/busbar-io/busbar/server"
 )
 
 // exampleBroker starts an in-process Busbar with a session queue "orders"
 // for the examples (tests use busbartest) and returns its connection string.
 func exampleBroker() (connStr string, stop func()) {
-	dir, err := os.MkdirTemp("", "busbar-example")
+	connStr, stop, err := busbartest.StartExample(map[string]broker.QueueProperties{"orders": {RequiresSession: true}})
 	if err != nil {
 		panic(err)
 	}
-	ctx := context.Background()
-	srv, err := server.Start(ctx, server.Options{DataDir: dir, AMQPAddr: "127.0.0.1:0", HTTPAddr: "-"})
-	if err != nil {
-		panic(err)
-	}
-	if err := srv.Broker().CreateQueue(ctx, "orders", broker.QueueProperties{RequiresSession: true}); err != nil {
-		panic(err)
-	}
-	return srv.ConnectionString(), func() {
-		_ = srv.Shutdown(ctx)
-		_ = os.RemoveAll(dir)
-	}
+	return connStr, stop
 }
 
 // Shipment is the example saga's state.

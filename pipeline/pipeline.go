@@ -26,6 +26,8 @@ const (
 	Continue
 )
 
+// String returns the policy's name, "stop" or "continue", as the CLI and
+// logs write it.
 func (p Policy) String() string {
 	if p == Continue {
 		return "continue"

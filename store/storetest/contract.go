@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,8 +198,19 @@ func testWatch(t *testing.T, h Harness) {
 	if g := snapshot(); !slices.Equal(g, want) {
 		t.Fatalf("watched keys %q, want %q (in commit order; refused batches and other prefixes not reported)", g, want)
 	}
+	// A stopped watch hears nothing more: a second watch, still running,
+	// hears the next change, and by then the stopped one would have been
+	// handed it too (both are notified from the same commit).
 	stop()
+	var other atomic.Bool
+	stop2 := s.Watch([]byte("meta/"), func(k []byte) {
+		if string(k) == "meta/after-stop" {
+			other.Store(true)
+		}
+	})
+	defer stop2()
 	set(t, s, "meta/after-stop", "x")
+	poll.Until(t, 10*time.Second, "the running watch to hear the change", other.Load)
 	stop() // idempotent
 	if g := snapshot(); len(g) != len(want) {
 		t.Fatalf("notified after stop: %q", g)

@@ -10,8 +10,7 @@ import (
 
 // TestSessionReceiverPeeksItsSession: the Go SDK's session receiver peeks
 // naming its link (associated-link-name), not the session: the peek must
-// still show that session's messages only, as Service Bus does; after the
-// link is gone the name means nothing.
+// still show that session's messages only, as Service Bus does.
 func TestSessionReceiverPeeksItsSession(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.queue("sq", broker.QueueProperties{RequiresSession: true})

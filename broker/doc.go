@@ -17,9 +17,13 @@
 // comes from the injected io.Reader.
 //
 // Every acknowledged operation is committed to the store before the call
-// returns. In-memory structures are indexes; message bodies are read back
-// from the store through a bounded cache. Open rebuilds the indexes; locks do
-// not survive a restart.
+// returns (SendAsync: before its Pending reports success), and applies
+// completely or not at all. Operations decide under the entity's lock, with
+// no store I/O, and commit outside it. In-memory structures are indexes;
+// message bodies are read back from the store through a bounded cache. Open
+// rebuilds the indexes, one entity from its own key ranges at a time; locks
+// do not survive a restart. Every method that takes a context checks it
+// first and applies nothing when it is done.
 //
 // Errors are wrapped sentinels (ErrNotFound, ErrLockLost, ...) that the
 // protocol layer maps to Service Bus conditions with errors.Is.
@@ -28,8 +32,8 @@
 //
 // Open a Broker over a store; manage entities with Create/Update/Get/List/
 // Delete Queue, Topic and Subscription and Add/Remove/ListRules. Send puts an
-// atomic batch on a queue or topic (Schedule and CancelScheduled for
-// scheduled messages). Receivers are Consumers, one per AMQP receiver link:
+// atomic batch on a queue or topic (SendAsync for a producer that pipelines
+// its sends; Schedule and CancelScheduled for scheduled messages). Receivers are Consumers, one per AMQP receiver link:
 // NewConsumer for a queue, subscription or dead-letter path, AcceptSession
 // and AcceptNextSession for sessions; the protocol layer grants credit with
 // AddCredit and the broker calls ConsumerOptions.Deliver for each message

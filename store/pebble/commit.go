@@ -15,42 +15,40 @@ import (
 //
 // Commit puts a request on the pending queue and waits. One committer
 // goroutine takes every pending request (up to MaxGroupBytes), encodes them
-// in order into one Pebble batch and applies it (WAL write and memtable)
-// without waiting for its fsync; a syncer goroutine waits for that fsync and
-// releases the callers. The two overlap: while group N's fsync runs, the
-// committer gathers and applies group N+1, whose WAL record Pebble then
-// syncs right after N's. At most two groups are in flight — one syncing,
-// one applied behind it: the committer waits for the syncer before it
-// applies a third, so batches that arrive meanwhile gather into one group.
+// in order into one Pebble batch, applies it with one WAL fsync, and
+// releases the callers. Batches that arrive during the fsync wait for the
+// next group.
 //
-// Why the overlap is safe: Pebble makes a batch visible to reads when it is
-// applied, before its fsync, with or without the overlap; groups are applied
-// and synced in order, so a caller is still released only after the fsync
-// covering its batch, and a group's conditions are checked against every
-// group applied before it. If an fsync fails, its group and every group
-// applied after it fail (Pebble's WAL errors are sticky).
+// Gathering. Right after a group is released its callers typically come
+// straight back with their next batch (a link sends its next message once
+// the previous one is acknowledged). If the committer started the next fsync
+// with only the first of them, the rest would wait a whole fsync for the one
+// after, and groups would settle at about half the number of committers.
+// So, when Linger > 0, the committer expects the k batches of the last group
+// back, plus the p that queued during its fsync when p <= k (when p > k it
+// expects p: the group is growing anyway, and the released callers may be
+// done), and when it expects more than one it waits until that many are
+// pending or Linger has passed, whichever is first. A lone producer (k = 1,
+// p = 0) never waits, and after a drop in load only one group pays the
+// Linger. Counting p matters for two closed-loop callers (a link's sends
+// and its peer link's settlements): without it they would alternate, one
+// batch per fsync, each waiting for the other's fsync. Pebble's own commit
+// pipeline (db.Set with pebble.Sync) starts the next fsync at once; waiting
+// for the returning callers is what makes our groups close to the number of
+// committers.
 //
-// The held-fsync tests (store_test.go) hold a WAL fsync and count what
-// queues behind it. Without the overlap every later batch waits in our
-// pending queue; with it the first group to arrive is applied and waits in
-// Pebble's WAL instead, so those tests count requests pending or applied
-// behind the held sync (queuedLen), not pending alone. (An earlier attempt
-// at this overlap kept the old count and so waited forever for a pending
-// queue that the committer was draining.)
-//
-// Gathering. While an fsync is in flight, the committer applies the next
-// group at once and then waits for that fsync at the hand-off to the
-// syncer; the batches arriving meanwhile form the group after. When no
-// fsync is in flight (the store went idle), right after a group is released
-// its callers typically come straight back with their next batch (a link
-// sends its next message once the previous one is acknowledged); if the
-// committer started an fsync with only the first of them, the rest would
-// wait a whole fsync. So, when Linger > 0 and nothing is in flight, the
-// committer expects the k batches of the last group back (or the p already
-// pending, when more), and when it expects more than one it waits until
-// that many are pending or Linger has passed, whichever is first. A lone
-// producer (k = 1) never waits, and after a drop in load only one group
-// pays the Linger.
+// Why one group at a time. Applying the next group while the current one's
+// fsync runs (Pebble's ApplyNoSyncWait, two groups in flight) was built and
+// measured (2026-11-25, quiet machine, BenchmarkCommit, 1 KiB): it lost
+// 17–30% of commits/s at 16 and 64 committers and gained nothing at 1 or
+// 128. With closed-loop callers and one fsync at a time on the device, two
+// groups in flight split the callers into two cohorts that alternate, so
+// each fsync carries about half as many batches (61 → 36 per fsync at 64
+// committers); the apply it hides is small beside the fsync. Waiting during
+// the fsync for the returning callers before applying early did not help
+// either. (A first attempt had also seemed to hang the held-fsync tests
+// below: they wait for batches to pile up in the pending queue, which an
+// overlapping committer drains into Pebble's WAL queue instead.)
 //
 // Invariants:
 //   - a caller's batch is encoded contiguously in one Pebble batch, which
@@ -84,21 +82,6 @@ type committer struct {
 	hurry     chan struct{} // closed when the store starts closing: stop lingering
 	quit      chan struct{} // closed by stop
 	stopped   chan struct{} // closed when commitLoop returns
-	// syncq hands an applied group to the syncer. Unbuffered: the committer
-	// applies group N+1 during N's fsync and then waits here, so at most
-	// two groups are in flight.
-	syncq     chan *group
-	synced    chan struct{} // closed when syncLoop returns
-	applied   int           // requests applied, not yet released (under mu)
-	lastGroup int           // requests of the group released last (under mu): the callers expected back
-}
-
-// group is one Pebble batch of requests.
-type group struct {
-	pb         *pebble.Batch
-	reqs       []*request
-	since      time.Time
-	ops, bytes int
 }
 
 func (c *committer) start(s *Store) {
@@ -107,10 +90,7 @@ func (c *committer) start(s *Store) {
 	c.hurry = make(chan struct{})
 	c.quit = make(chan struct{})
 	c.stopped = make(chan struct{})
-	c.syncq = make(chan *group)
-	c.synced = make(chan struct{})
 	go c.commitLoop()
-	go c.syncLoop()
 }
 
 // hurryUp ends lingering for good: Close calls it before waiting for the
@@ -122,8 +102,6 @@ func (c *committer) hurryUp() { close(c.hurry) }
 func (c *committer) stop() {
 	close(c.quit)
 	<-c.stopped
-	close(c.syncq)
-	<-c.synced
 }
 
 // commit queues b and waits until its group is durable.
@@ -215,16 +193,12 @@ func (c *committer) commitLoop() {
 	defer close(c.stopped)
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
+	expect := 0 // batches expected for the next group
 	for {
 		if !c.await(1, nil) {
 			return
 		}
-		// Linger only when no fsync is in flight (see Gathering above).
-		c.mu.Lock()
-		idle := c.applied == 0
-		expect := max(c.lastGroup, len(c.pending))
-		c.mu.Unlock()
-		if d := c.s.opts.Linger; d > 0 && idle && expect > 1 {
+		if d := c.s.opts.Linger; d > 0 && expect > 1 {
 			linger.Reset(d)
 			ok := c.await(expect, linger.C)
 			linger.Stop() // Go 1.23+ timers: no stale value survives Stop
@@ -233,23 +207,33 @@ func (c *committer) commitLoop() {
 			}
 		}
 		reqs, since := c.take()
-		c.applyGroup(reqs, since)
+		c.commitGroup(reqs, since)
+		// The callers just released come back, and join those that
+		// queued during the fsync; unless the latter outnumber them:
+		// then the next group is already larger than this one, and the
+		// released callers may well be done.
+		c.mu.Lock()
+		expect = len(reqs)
+		if p := len(c.pending); p <= expect {
+			expect += p
+		} else {
+			expect = p
+		}
+		c.mu.Unlock()
 	}
 }
 
-// applyGroup applies reqs as one Pebble batch without waiting for its
-// fsync and hands it to the syncer. A request whose conditions fail is
-// left out of the group and answered with the condition's error; if the
-// group cannot be applied, its callers are released with the error at
-// once.
-func (c *committer) applyGroup(reqs []*request, since time.Time) {
-	g := &group{reqs: reqs, since: since}
+// commitGroup applies reqs as one Pebble batch with one fsync and releases
+// the callers with the outcome. A request whose conditions fail is left out
+// of the group and answered with the condition's error.
+func (c *committer) commitGroup(reqs []*request, since time.Time) {
+	ops, bytes := 0, 0
 	for _, r := range reqs {
-		g.ops += len(r.b.Ops)
-		g.bytes += r.bytes
+		ops += len(r.b.Ops)
+		bytes += r.bytes
 	}
 	// Each operation costs a few bytes of header besides its key and value.
-	g.pb = c.s.db.NewBatchWithSize(g.bytes + 16*g.ops)
+	pb := c.s.db.NewBatchWithSize(bytes + 16*ops)
 	var err error
 	for i, r := range reqs {
 		if len(r.b.Conds) > 0 {
@@ -257,68 +241,32 @@ func (c *committer) applyGroup(reqs []*request, since time.Time) {
 				continue
 			}
 		}
-		if err = encode(g.pb, r.b); err != nil {
+		if err = encode(pb, r.b); err != nil {
 			break
 		}
 	}
-	c.mu.Lock()
-	c.applied += len(reqs)
-	c.mu.Unlock()
 	if err == nil {
-		if err = c.s.db.ApplyNoSyncWait(g.pb, pebble.Sync); err != nil {
+		if err = c.s.db.Apply(pb, pebble.Sync); err != nil {
 			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(reqs), err)
 		}
 	}
-	if err != nil {
-		_ = g.pb.Close()
-		c.release(g, err)
-		return
-	}
-	c.syncq <- g
-}
-
-// syncLoop waits for each applied group's fsync, in order, and releases
-// its callers.
-func (c *committer) syncLoop() {
-	defer close(c.synced)
-	for g := range c.syncq {
-		err := g.pb.SyncWait()
-		if err != nil {
-			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(g.reqs), err)
-		}
-		_ = g.pb.Close() // Pebble's buffer; keys and values are in the memtable now
-		c.release(g, err)
-	}
-}
-
-// release answers a group's callers with its outcome (err nil: durable).
-func (c *committer) release(g *group, err error) {
+	_ = pb.Close() // Pebble's buffer; keys and values are in the memtable now
 	if err == nil {
-		n := 0
-		for _, r := range g.reqs {
-			if r.err == nil {
-				n++
-			}
-		}
-		c.s.commits.Add(uint64(n))
-		c.s.ops.Add(uint64(g.ops))
-		c.s.bytes.Add(uint64(g.bytes))
+		c.s.commits.Add(uint64(len(reqs)))
+		c.s.ops.Add(uint64(ops))
+		c.s.bytes.Add(uint64(bytes))
 		if f := c.s.opts.OnCommit; f != nil {
-			f(g.ops, time.Since(g.since))
+			f(ops, time.Since(since))
 		}
 		if c.s.watches.Active() {
-			for _, r := range g.reqs {
+			for _, r := range reqs {
 				if r.err == nil {
 					c.s.watches.Notify(r.b.Ops)
 				}
 			}
 		}
 	}
-	c.mu.Lock()
-	c.applied -= len(g.reqs)
-	c.lastGroup = len(g.reqs)
-	c.mu.Unlock()
-	for _, r := range g.reqs {
+	for _, r := range reqs {
 		if r.err == nil {
 			r.err = err
 		}

@@ -65,13 +65,10 @@ func (f *gateFile) hold() {
 func (f *gateFile) Sync() error     { f.hold(); return f.File.Sync() }
 func (f *gateFile) SyncData() error { f.hold(); return f.File.SyncData() }
 
-// queuedLen counts the requests waiting for a group (pending) or applied
-// and waiting for their fsync: with the committer's overlap, the first
-// batches to queue behind a held fsync are applied and wait in Pebble's WAL.
-func (s *Store) queuedLen() int {
+func (s *Store) pendingLen() int {
 	s.committer.mu.Lock()
 	defer s.committer.mu.Unlock()
-	return len(s.committer.pending) + s.committer.applied
+	return len(s.committer.pending)
 }
 
 // commitHook records OnCommit calls.
@@ -130,7 +127,7 @@ func groupScenario(t *testing.T, linger time.Duration, callers, rounds int) ([]i
 			}
 		})
 	}
-	poll.Until(t, 30*time.Second, "callers queued behind the sync", func() bool { return s.queuedLen() == callers+1 })
+	poll.Until(t, 30*time.Second, "callers queued behind the sync", func() bool { return s.pendingLen() == callers })
 	close(gate.release)
 	wg.Wait()
 	return hook.calls(), s.Stats()
@@ -140,103 +137,84 @@ func key(prefix string, i int) string { return fmt.Sprintf("%s/%06d", prefix, i)
 
 func TestGroupCommitMergesWaitingBatches(t *testing.T) {
 	calls, st := groupScenario(t, 0, 10, 1)
-	// One group for the first batch; the ten that waited behind its fsync
-	// go in at most two: the one applied during that fsync, and the rest,
-	// gathered while that one syncs.
-	if len(calls) < 2 || len(calls) > 3 || calls[0] != 1 || sum(calls[1:]) != 10 {
-		t.Fatalf("OnCommit calls (ops per group) = %v, want [1] then at most two groups of 10 in all", calls)
+	// One group for the first batch, one group and one fsync for the ten
+	// that waited behind it.
+	if !slices.Equal(calls, []int{1, 10}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 10]", calls)
 	}
-	if st.Commits != 11 || st.Ops != 11 || st.Syncs > uint64(len(calls)) {
-		t.Fatalf("Stats = %+v, want 11 commits and ops in at most %d syncs", st, len(calls))
+	if st.Commits != 11 || st.Ops != 11 || st.Syncs != 2 {
+		t.Fatalf("Stats = %+v, want 11 commits and ops in 2 syncs", st)
 	}
 }
 
-func sum(xs []int) int {
-	n := 0
-	for _, x := range xs {
-		n += x
+func TestLingerWaitsForReturningCallers(t *testing.T) {
+	// With a linger far beyond the test's run time, the committer must
+	// gather the second round of all ten callers as one group, and must
+	// not wait at all for the lone first batch or at Close.
+	calls, st := groupScenario(t, time.Hour, 10, 2)
+	if !slices.Equal(calls, []int{1, 10, 10}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 10 10]", calls)
 	}
-	return n
+	if st.Commits != 21 || st.Syncs != 3 {
+		t.Fatalf("Stats = %+v, want 21 commits in 3 syncs", st)
+	}
 }
 
-func (s *Store) appliedLen() int {
-	s.committer.mu.Lock()
-	defer s.committer.mu.Unlock()
-	return s.committer.applied
-}
-
-// The overlap: a batch that arrives while a group's fsync runs is applied
-// at once, behind it in the WAL, and released only after its own fsync.
-func TestNextGroupIsAppliedDuringTheFsync(t *testing.T) {
+func TestLingerJoinsAlternatingCallers(t *testing.T) {
+	// Two closed-loop callers, one behind the other's fsync: the committer
+	// expects the one released back and commits it with the one that
+	// waited, in one fsync, instead of alternating one batch per fsync.
 	gate := newGateFS()
-	s, err := Open(t.TempDir(), Options{fs: gate})
+	hook := &commitHook{}
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: time.Hour, OnCommit: hook.onCommit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	gate.armed.Store(true)
-	first := make(chan error, 1)
-	go func() { first <- commitOne(s, "first") }()
-	<-gate.entered
-	second := make(chan error, 1)
-	go func() { second <- commitOne(s, "second") }()
-	poll.Until(t, 10*time.Second, "the second batch applied during the first fsync", func() bool { return s.appliedLen() == 2 })
-	select {
-	case err := <-second:
-		t.Fatalf("the second commit returned (%v) before any fsync completed", err)
-	default:
-	}
-	close(gate.release)
-	for _, ch := range []chan error{first, second} {
-		if err := <-ch; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if st := s.Stats(); st.Commits != 2 {
-		t.Fatalf("Stats = %+v, want 2 commits", st)
-	}
-}
-
-// With no fsync in flight, the committer waits (up to Linger) for the
-// callers of the last group to come back, and commits them together.
-func TestLingerWaitsForReturningCallers(t *testing.T) {
-	hook := &commitHook{}
-	s, err := Open(t.TempDir(), Options{Linger: time.Hour, OnCommit: hook.onCommit})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	s.committer.mu.Lock()
-	s.committer.lastGroup = 3 // as if a group of three had just been released
-	s.committer.mu.Unlock()
 	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() {
-			if err := commitOne(s, key("k", i)); err != nil {
+	wg.Go(func() {
+		for _, k := range []string{"a0", "a1"} {
+			if err := commitOne(s, k); err != nil {
 				t.Error(err)
 			}
-		})
-		if i < 2 { // the third completes the expected group at once
-			poll.Until(t, 10*time.Second, "the commit queued", func() bool { return s.queuedLen() == i+1 })
 		}
-	}
+	})
+	<-gate.entered // a0's fsync is in progress
+	wg.Go(func() {
+		if err := commitOne(s, "b0"); err != nil {
+			t.Error(err)
+		}
+	})
+	poll.Until(t, 30*time.Second, "b0 queued behind the sync", func() bool { return s.pendingLen() == 1 })
+	close(gate.release)
 	wg.Wait()
-	if calls := hook.calls(); !slices.Equal(calls, []int{3}) {
-		t.Fatalf("OnCommit calls (ops per group) = %v, want [3]: the three gathered in one group", calls)
+	if calls := hook.calls(); !slices.Equal(calls, []int{1, 2}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 2]", calls)
 	}
 }
 
 func TestCloseEndsLinger(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{Linger: time.Hour})
+	gate := newGateFS()
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.committer.mu.Lock()
-	s.committer.lastGroup = 2 // the committer will linger for two ...
-	s.committer.mu.Unlock()
+	// A group of two, formed behind a held sync ...
+	gate.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = commitOne(s, "first") })
+	<-gate.entered
+	for i := range 2 {
+		wg.Go(func() { _ = commitOne(s, key("k", i)) })
+	}
+	poll.Until(t, 30*time.Second, "two queued callers", func() bool { return s.pendingLen() == 2 })
+	close(gate.release)
+	wg.Wait()
+	// ... so the committer lingers for two, but only one caller comes.
 	done := make(chan error, 1)
-	go func() { done <- commitOne(s, "alone") }() // ... but only one caller comes
-	poll.Until(t, 10*time.Second, "the lone commit to be queued", func() bool { return s.queuedLen() == 1 })
+	go func() { done <- commitOne(s, "alone") }()
+	poll.Until(t, 30*time.Second, "the lone commit to be queued", func() bool { return s.pendingLen() == 1 })
 	// Close must cut the linger short and let the commit finish.
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -244,8 +222,8 @@ func TestCloseEndsLinger(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("commit in flight during Close: %v", err)
 	}
-	if st := s.Stats(); st.Commits != 1 {
-		t.Fatalf("Stats = %+v, want 1 commit", st)
+	if st := s.Stats(); st.Commits != 4 {
+		t.Fatalf("Stats = %+v, want 4 commits", st)
 	}
 }
 

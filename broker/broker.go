@@ -30,6 +30,11 @@ type Options struct {
 	CacheBytes int64
 	// MaxEntities bounds queues plus topics (default 10000).
 	MaxEntities int
+	// PageWindow is how many available messages a queue or subscription
+	// without sessions keeps in memory; the rest of its backlog stays on
+	// disk until receivers reach it (default DefaultPageWindow; negative:
+	// keep every message in memory). See pager.go.
+	PageWindow int
 }
 
 // Observer receives events for metrics. Methods are called synchronously
@@ -65,6 +70,10 @@ type Broker struct {
 	nextID   uint64
 	closed   bool
 	entityMu sync.Mutex // serializes entity create/update/delete
+
+	bgMu     sync.Mutex // guards bgClosed and additions to bg
+	bgClosed bool
+	bg       sync.WaitGroup // page-ins and startup counts (pager.go)
 }
 
 // Open opens the namespace kept in st, rebuilding the in-memory indexes.
@@ -95,6 +104,9 @@ func Open(ctx context.Context, st store.Store, opts Options) (*Broker, error) {
 	if opts.MaxEntities == 0 {
 		opts.MaxEntities = 10000
 	}
+	if opts.PageWindow == 0 {
+		opts.PageWindow = DefaultPageWindow
+	}
 	b := &Broker{st: st, clk: opts.Clock, log: opts.Logger, obs: opts.Observer, opts: opts,
 		rnd: bufio.NewReaderSize(opts.Rand, 4096), byName: map[string]*entity{}, byID: map[uint64]*entity{},
 		cache: newMsgCache(opts.CacheBytes), nextID: 1}
@@ -103,6 +115,7 @@ func Open(ctx context.Context, st store.Store, opts Options) (*Broker, error) {
 	}
 	b.wheel = newWheel(b.clk, b.runDeadlines)
 	if err := b.recover(ctx); err != nil {
+		b.closeBackground()
 		b.wheel.close()
 		return nil, err
 	}
@@ -126,6 +139,7 @@ func (b *Broker) Close() error {
 		}
 	}
 	b.mu.Unlock()
+	b.closeBackground()
 	b.wheel.close()
 	for _, q := range qs {
 		q.mu.Lock()
@@ -137,6 +151,14 @@ func (b *Broker) Close() error {
 		}
 	}
 	return nil
+}
+
+// closeBackground stops new background work and waits for what runs.
+func (b *Broker) closeBackground() {
+	b.bgMu.Lock()
+	b.bgClosed = true
+	b.bgMu.Unlock()
+	b.bg.Wait()
 }
 
 func (b *Broker) now() time.Time { return b.clk.Now() }

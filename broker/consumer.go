@@ -186,8 +186,26 @@ func (c *Consumer) Drain() int {
 	q.mu.Lock()
 	c.takeAdded() // credit added before Drain (an AddCredit still applying)
 	q.dispatch(w)
+	cold := func() int {
+		if c.sess != nil || c.closed || !q.paged(c.sub) || q.pg.from == 0 || !q.ent.props().Status.canReceive() {
+			return 0
+		}
+		return c.credit
+	}
+	want := cold()
 	q.mu.Unlock()
 	c.b.finish(w)
+	for want > 0 {
+		// Messages on disk are available too: a drain delivers them.
+		// Each page-in moves pg.from on, or ends paging.
+		if _, err := q.pageIn(context.Background(), want); err != nil {
+			c.b.log.Error("paging in messages for a drain", "entity", q.ent.path(), "err", err)
+			break
+		}
+		q.mu.Lock()
+		want = cold()
+		q.mu.Unlock()
+	}
 	c.waitFlushed()
 	q.mu.Lock()
 	left := c.credit
@@ -378,6 +396,8 @@ func (q *qstate) dispatch(w *work) {
 	}
 	if q.sessionful() {
 		q.dispatchSessions(w, now)
+	} else if q.pg.window > 0 {
+		q.maybePage()
 	}
 }
 

@@ -120,6 +120,7 @@ func (b *Broker) materialize(rec *entityRecord, parent *entity) *entity {
 	switch rec.kind {
 	case kindQueue:
 		e.q = newQState(b, e)
+		e.q.initPager(b.opts.PageWindow)
 		e.seq = &seqCounter{eid: e.id, next: 1}
 		e.dd = &dedupeWindow{seen: map[string]int64{}}
 	case kindTopic:
@@ -131,6 +132,7 @@ func (b *Broker) materialize(rec *entityRecord, parent *entity) *entity {
 		e.dd = &dedupeWindow{seen: map[string]int64{}}
 	case kindSubscription:
 		e.q = newQState(b, e)
+		e.q.initPager(b.opts.PageWindow)
 		e.seq = parent.seq
 	}
 	return e

@@ -25,6 +25,8 @@ type env struct {
 	st  *memstore.Store
 	clk *clock.Fake
 	b   *Broker
+
+	window int // Options.PageWindow (0: the default)
 }
 
 type seededRand struct{ r *rand.ChaCha8 }
@@ -33,14 +35,20 @@ func (s seededRand) Read(p []byte) (int, error) { return s.r.Read(p) }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), st: memstore.New(), clk: clock.NewFake(t0)}
+	return newPagedEnv(t, 0)
+}
+
+// newPagedEnv is newEnv with a page window (pager.go).
+func newPagedEnv(t *testing.T, window int) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), st: memstore.New(), clk: clock.NewFake(t0), window: window}
 	e.open()
 	return e
 }
 
 func (e *env) open() {
 	e.t.Helper()
-	b, err := Open(e.ctx, e.st, Options{Clock: e.clk, Rand: seededRand{rand.NewChaCha8([32]byte{1})}, Logger: slog.New(slog.DiscardHandler)})
+	b, err := Open(e.ctx, e.st, Options{Clock: e.clk, Rand: seededRand{rand.NewChaCha8([32]byte{1})}, Logger: slog.New(slog.DiscardHandler), PageWindow: e.window})
 	if err != nil {
 		e.t.Fatalf("Open: %v", err)
 	}

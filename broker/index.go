@@ -31,6 +31,15 @@ type entity struct {
 
 func (e *entity) props() *props { return e.p.Load() }
 
+// counter is the sequence counter that numbers e's messages: its own, or
+// its topic's for a subscription.
+func (e *entity) counter() *seqCounter {
+	if e.kind == kindSubscription {
+		return e.parent.seq
+	}
+	return e.seq
+}
+
 // path returns the entity's address as the SDKs write it.
 func (e *entity) path() string {
 	if e.kind == kindSubscription {

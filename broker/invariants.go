@@ -25,8 +25,12 @@ import (
 //     session, and has a body record of that size, equal to its cached
 //     copy; q.msgs has nothing else, and no body record is left without
 //     its message;
+//   - a record not in q.msgs is cold (pager.go): main subqueue, active,
+//     at or beyond pg.from, and pg.cold counts them; no startup count runs
+//     and no consumer has credit while some are cold;
 //   - q.n[sub][state], q.size (the quota counter) and the sessions' counts
-//     equal what q.msgs holds; nothing is pending and nothing reserved;
+//     equal what q.msgs and the cold records hold; nothing is pending,
+//     nothing reserved, no send is waiting to be published;
 //   - every locked message is in q.locks under its token and in the right
 //     lock list (the queue's, sorted by lockedUntil, or its session
 //     consumer's); the lists link back and forth consistently;
@@ -48,6 +52,7 @@ import (
 // And the wheel: positions, heap order, and the timer armed no later than
 // the earliest deadline.
 func (b *Broker) checkInvariants() error {
+	b.bg.Wait() // page-ins and startup counts end at a quiescent point
 	b.mu.RLock()
 	ents := make([]*entity, 0, len(b.byID))
 	for _, e := range b.byID {
@@ -200,6 +205,8 @@ type checker struct {
 	q    *qstate
 	b    *Broker
 	errs []error
+
+	cold, coldSize int64 // cold records found by store
 }
 
 func (c *checker) errorf(format string, args ...any) {
@@ -239,10 +246,29 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message)
 			}
 		}
 	}
-	for seq := range stored {
-		if q.msgs[seq] == nil {
-			c.errorf("message %d is in the store but not in the index", seq)
+	c.cold = 0
+	c.coldSize = 0
+	for seq, sm := range stored {
+		if q.msgs[seq] != nil {
+			continue
 		}
+		switch {
+		case !q.paged(sm.mm.sub) || sm.mm.state != StateActive || q.pg.from == 0:
+			c.errorf("message %d (%s, subqueue %d) is in the store but not in the index", seq, sm.mm.state, sm.mm.sub)
+		case seq < q.pg.from:
+			c.errorf("message %d is cold below the paging start %d", seq, q.pg.from)
+		default:
+			c.cold++
+			c.coldSize += sm.mm.size
+			refs[sm.mm.bodyRef] = true
+		}
+	}
+	if c.cold != q.pg.cold {
+		c.errorf("paging: %d cold records, pg.cold says %d", c.cold, q.pg.cold)
+	}
+	if q.pg.counting || q.pg.running || q.pg.scanning || len(q.pg.unpub) != 0 {
+		c.errorf("paging: counting %v, running %v, scanning %v, %d unpublished at a quiescent point",
+			q.pg.counting, q.pg.running, q.pg.scanning, len(q.pg.unpub))
 	}
 	for ref := range bodies {
 		if !refs[ref] {
@@ -331,8 +357,10 @@ func (c *checker) messages() {
 			}
 		}
 	}
+	n[SubqueueMain][StateActive] += c.cold
+	size += c.coldSize
 	if n != q.n {
-		c.errorf("counts by subqueue and state: index holds %v, counters say %v", n, q.n)
+		c.errorf("counts by subqueue and state: index and cold records hold %v, counters say %v", n, q.n)
 	}
 	if size != q.size {
 		c.errorf("size: messages hold %d bytes, counter says %d", size, q.size)
@@ -609,6 +637,8 @@ func (c *checker) credit() {
 				}
 			} else if len(q.avail[sub]) > 0 {
 				c.errorf("a consumer of subqueue %d has %d credit while %d messages are available", sub, x.credit, len(q.avail[sub]))
+			} else if q.paged(Subqueue(sub)) && q.pg.from != 0 {
+				c.errorf("a consumer of subqueue %d has %d credit while messages from %d are cold", sub, x.credit, q.pg.from)
 			}
 		}
 	}

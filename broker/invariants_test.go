@@ -85,7 +85,7 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 			var bt batchBuf
 			bt.Set(msgKey(q.ent.id, SubqueueMain, 900), encodeMeta(&msgMeta{bodyRef: 900}))
 			e.must(e.b.commit(e.ctx, &bt.Batch))
-		}, "message 900 is in the store but not in the index"},
+		}, "message 900 (Active, subqueue 0) is in the store but not in the index"},
 		{"orphan body", func(t *testing.T, e *env, q, s *qstate) {
 			var bt batchBuf
 			rec, err := encodeMessage(msg("orphan"))

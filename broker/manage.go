@@ -95,6 +95,11 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		return nil, errorf(ErrInvalidArgument, "unknown receive mode %d", mode)
 	}
 	q := e.q
+	if q.paged(p.Subqueue) {
+		if err := q.fetchUncounted(ctx, seqs); err != nil {
+			return nil, err
+		}
+	}
 	e.touch(b.now())
 	w := &work{q: q}
 	// Find and reserve (pending) every message first, read them without
@@ -202,6 +207,13 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	}
 	q := e.q
 	e.touch(b.now())
+	if q.paged(p.Subqueue) {
+		// Bring cold messages in, so that the oldest are deleted first
+		// and a purge reaches all of them.
+		if _, err := q.pageIn(ctx, max); err != nil {
+			return 0, err
+		}
+	}
 	w := &work{q: q}
 	q.mu.Lock()
 	var cand []*msgIdx

@@ -30,6 +30,7 @@ type qstate struct {
 	size     int64       // bytes of all messages
 	reserved int64       // bytes of sends not yet committed
 	peak     int         // largest len(msgs) since msgs was last rebuilt
+	pg       pager       // the backlog beyond a window stays on disk (pager.go)
 
 	// Settlements waiting to be combined (settle.go). smu guards sq and
 	// taking; it is taken after mu or alone.
@@ -135,6 +136,7 @@ func (q *qstate) remove(m *msgIdx) {
 	q.unlock(m)
 	q.clearDeadline(m)
 	delete(q.msgs, m.seq)
+	q.removed(m.seq)
 	q.n[m.sub][m.state]--
 	q.size -= int64(m.size)
 	if q.peak > 4096 && len(q.msgs) < q.peak/8 {
@@ -252,6 +254,6 @@ func (q *qstate) counts(ri *RuntimeInfo) {
 		ri.DeadLetterMessageCount += q.n[SubqueueDeadLetter][st]
 		ri.TransferDeadLetterMessageCount += q.n[SubqueueTransferDeadLetter][st]
 	}
-	ri.TotalMessageCount += int64(len(q.msgs))
+	ri.TotalMessageCount += int64(len(q.msgs)) + q.pg.cold
 	ri.SizeInBytes += q.size
 }

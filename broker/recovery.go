@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sort"
 )
@@ -60,6 +61,13 @@ func (b *Broker) recover(ctx context.Context) error {
 			return err
 		}
 	}
+	for _, e := range b.byID {
+		if e.q != nil {
+			if c := e.counter(); c != nil {
+				e.q.startCount(c.next)
+			}
+		}
+	}
 	var stale batchBuf
 	for _, e := range b.byID {
 		if e.dd != nil {
@@ -99,15 +107,33 @@ func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
 	if e.q == nil {
 		return nil
 	}
-	n := 0
-	if err := scan(kMessage, func(k, v []byte) error {
+	n, active := 0, 0
+	load := func(k, v []byte) error {
 		if n++; n%65536 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
+		if e.q.paged(SubqueueMain) && len(k) == 18 && Subqueue(k[9]) == SubqueueMain {
+			// The window is full: the rest of the main subqueue stays
+			// on disk, counted in the background (pager.go).
+			if active == e.q.pg.window {
+				e.q.pg.from = binary.BigEndian.Uint64(k[10:])
+				return errStopScan
+			}
+			if mm, err := decodeMeta(v); err == nil && mm.state == StateActive {
+				active++
+			}
+		}
 		return b.loadMessage(e, k, v)
-	}); err != nil {
+	}
+	start, end := prefixRange(kMessage, e.id)
+	if err := b.st.Scan(ctx, start, end, load); errors.Is(err, errStopScan) {
+		err = b.st.Scan(ctx, msgKey(e.id, SubqueueMain+1, 0), end, load)
+		if err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 	if e.dd != nil {

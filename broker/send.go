@@ -79,6 +79,7 @@ func (tx *txn) abort() {
 	for _, p := range tx.places {
 		p.q.mu.Lock()
 		p.q.reserved -= int64(p.m.size)
+		p.q.undecided(p.m.sub, p.m.seq)
 		p.q.mu.Unlock()
 	}
 	for _, u := range tx.dedupe {
@@ -112,14 +113,19 @@ func (tx *txn) publish() {
 			q.mu.Lock()
 		}
 		q.reserved -= int64(p.m.size)
+		q.undecided(p.m.sub, p.m.seq)
 		if q.ent.deleted.Load() {
 			continue
 		}
 		if p.m.sub == SubqueueMain && q.sessionful() {
 			p.m.sess = q.session(p.session, true)
 		}
-		q.insert(p.m)
-		tx.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+		if q.wantsCold(p.m) {
+			q.addCold(p.m)
+		} else {
+			q.insert(p.m)
+			tx.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+		}
 		if p.reason != "" {
 			tx.b.obs.DeadLettered(q.ent.path(), p.reason)
 		}
@@ -501,23 +507,26 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 			return 0, errorf(ErrSessionRequired, "%q requires sessions: the message has no SessionID", e.path())
 		}
 	}
-	// Only the quota reservation needs the queue's lock; sequence numbers
-	// have their own, and encoding happens outside both.
+	// The quota reservation and the sequence number are decided under the
+	// queue's lock (a page-in must know the message is on its way);
+	// encoding happens outside it.
 	q.mu.Lock()
 	if sub == SubqueueMain && q.size+q.reserved+size > limit {
 		held := q.size + q.reserved
 		q.mu.Unlock()
 		return 0, errorf(ErrQuotaExceeded, "%s %q holds %d bytes; its limit is %d MB", e.kind, e.path(), held, limit>>20)
 	}
+	if seq == 0 {
+		seq = tx.seq(e, 1)
+	}
 	q.reserved += size
+	q.decided(sub, seq)
 	q.mu.Unlock()
 	unreserve := func() {
 		q.mu.Lock()
 		q.reserved -= size
+		q.undecided(sub, seq)
 		q.mu.Unlock()
-	}
-	if seq == 0 {
-		seq = tx.seq(e, 1)
 	}
 	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: int32(size), sub: sub, hidx: -1}
 	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
@@ -576,6 +585,11 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		return err
 	}
 	qs := []*entity{e} // a topic holds its scheduled messages itself
+	if p.Subqueue == SubqueueMain && e.q.paged(SubqueueMain) {
+		if err := e.q.fetchUncounted(ctx, seqs); err != nil {
+			return err
+		}
+	}
 	var bt batchBuf
 	type hit struct {
 		q *qstate

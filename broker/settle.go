@@ -231,11 +231,16 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		case mvActivate:
 			q.clearDeadline(m)
 			delete(q.msgs, m.seq)
+			q.removed(m.seq)
 			m.seq = mv.newSeq
 			q.msgs[m.seq] = m
 			q.setPlace(m, SubqueueMain, StateActive)
 			m.scheduled, m.enqueued, m.expires = 0, mv.enqueued, mv.expires
-			q.route(m)
+			if q.wantsCold(m) {
+				q.evictCold(m)
+			} else {
+				q.route(m)
+			}
 		}
 	}
 	q.dispatch(w)

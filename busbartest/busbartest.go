@@ -193,7 +193,14 @@ func (s *Server) AdminConnectionString() string {
 // management API: the admin client always builds https URLs, so it is
 // given a transport that sends them over plain HTTP.
 func (s *Server) AdminClient() (*admin.Client, error) {
-	return admin.NewClientFromConnectionString(s.AdminConnectionString(),
+	return PlainAdminClient(s.AdminConnectionString())
+}
+
+// PlainAdminClient returns an azservicebus/admin client for a connection
+// string whose endpoint is a Busbar HTTP listener without TLS (a child
+// `busbar serve`'s, say).
+func PlainAdminClient(connStr string) (*admin.Client, error) {
+	return admin.NewClientFromConnectionString(connStr,
 		&admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: plainHTTP{}}})
 }
 

@@ -72,6 +72,9 @@ type Options struct {
 	// SKU is the namespace's tier as the management API reports it:
 	// "Premium" (default) or "Standard" (see admin.Options.SKU).
 	SKU string
+	// PageWindow is broker.Options.PageWindow: available messages per
+	// queue or subscription kept in memory (default 50,000; negative: all).
+	PageWindow int
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
 	// Logger receives structured logs; nil discards them.
@@ -163,6 +166,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		Logger:                    s.log.With("component", "broker"),
 		Observer:                  s.metrics,
 		MaxMessageSizeInKilobytes: opts.MaxMessageSizeInKilobytes,
+		PageWindow:                opts.PageWindow,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker: %w", err)

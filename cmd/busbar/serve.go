@@ -43,6 +43,7 @@ type serveFlags struct {
 	tlsCert, tlsKey                                           string
 	selfSigned, pprof, httpTLS                                bool
 	maxMessageKB                                              int64
+	pageWindow                                                int
 	sku                                                       string
 	logLevel, logFormat                                       string
 	shutdownTimeout                                           time.Duration
@@ -76,6 +77,8 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
+	fs.IntVar(&f.pageWindow, "page-window", int(envInt("BUSBAR_PAGE_WINDOW", 0)),
+		"available messages per queue or subscription kept in memory; the rest of a backlog stays on disk (default 50000; -1: all) [BUSBAR_PAGE_WINDOW]")
 	str(&f.sku, "sku", "BUSBAR_SKU", "Premium", "namespace tier: Premium (1 MB messages by default) or Standard (256 KB messages)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
 	return fs
@@ -134,7 +137,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":

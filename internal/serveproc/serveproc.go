@@ -171,6 +171,9 @@ func Start(opts Options) (*Process, error) {
 }
 
 // String names the child by its command line.
+// PID is the child's process id.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
 func (p *Process) String() string {
 	return p.bin + " " + strings.Join(p.args, " ")
 }

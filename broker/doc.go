@@ -20,8 +20,13 @@
 // returns (SendAsync: before its Pending reports success), and applies
 // completely or not at all. Operations decide under the entity's lock, with
 // no store I/O, and commit outside it. In-memory structures are indexes;
-// message bodies are read back from the store through a bounded cache. Open
-// rebuilds the indexes, one entity from its own key ranges at a time; locks
+// message bodies are read back from the store through a bounded cache. A
+// queue or subscription without sessions indexes at most a window of
+// available messages (Options.PageWindow): the rest of its backlog stays in
+// the store, counted, and is paged in, in sequence order, as receivers drain
+// the window — on a goroutine started for that page-in, not a polling one.
+// Open rebuilds the indexes, one entity from its own key ranges at a time,
+// loading only each window and counting the rest in the background; locks
 // do not survive a restart. Every method that takes a context checks it
 // first and applies nothing when it is done.
 //

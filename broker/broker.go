@@ -61,8 +61,9 @@ type Broker struct {
 	wheel *wheel
 	cache *msgCache
 
-	rndMu sync.Mutex
-	rnd   *bufio.Reader
+	rndMu  sync.Mutex
+	rnd    *bufio.Reader
+	rndTok LockToken // scratch for newToken, on rndMu: a local array read through io.Reader would escape to the heap
 
 	mu       sync.RWMutex // guards byName, byID, nextID, closed
 	byName   map[string]*entity
@@ -189,9 +190,9 @@ func (b *Broker) newID() [16]byte { return b.newToken() }
 // newToken returns a random version-4 UUID. A failing random source is a
 // fatal misconfiguration.
 func (b *Broker) newToken() LockToken {
-	var t LockToken
 	b.rndMu.Lock()
-	_, err := io.ReadFull(b.rnd, t[:])
+	_, err := io.ReadFull(b.rnd, b.rndTok[:])
+	t := b.rndTok
 	b.rndMu.Unlock()
 	if err != nil {
 		panic(fmt.Sprintf("broker: random source failed: %v", err))

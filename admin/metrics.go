@@ -27,13 +27,13 @@ type Metrics struct {
 	connectionsTotal prometheus.Counter
 	links            *prometheus.GaugeVec
 
-	messagesIn   *prometheus.CounterVec
-	messagesOut  *prometheus.CounterVec
+	messagesIn  *prometheus.CounterVec
+	messagesOut *prometheus.CounterVec
 	// inByEntity and outByEntity cache the counters of messagesIn and
 	// messagesOut by entity path: resolving a label value costs allocations
 	// and a hash, and these two are counted for every message.
-	inByEntity  sync.Map // string → prometheus.Counter
-	outByEntity sync.Map // string → prometheus.Counter
+	inByEntity   sync.Map // string → prometheus.Counter
+	outByEntity  sync.Map // string → prometheus.Counter
 	deadLettered *prometheus.CounterVec
 	lockExpired  *prometheus.CounterVec
 

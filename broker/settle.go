@@ -160,16 +160,11 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 				f.DeadLetterSource = mv.q.ent.path()
 				f.hops = 0
 			}
-			n, np := len(tx.bt.Ops), len(tx.places)
+			n, np, ng := len(tx.bt.Ops), len(tx.places), len(tx.gates)
 			if _, err := tx.deliverTo(mv.fwd, &f, 0); err != nil {
 				b.log.Warn("forwarding failed; keeping the message", "entity", mv.q.ent.path(), "to", mv.fwd.name, "err", err)
 				tx.bt.Ops = tx.bt.Ops[:n]
-				for _, p := range tx.places[np:] {
-					p.q.mu.Lock()
-					p.q.reserved -= int64(p.m.size)
-					p.q.mu.Unlock()
-				}
-				tx.places = tx.places[:np]
+				tx.dropSince(np, ng)
 				if self {
 					mv.kind = mvRetry
 					continue

@@ -171,8 +171,33 @@ func (b *Broker) commit(ctx context.Context, bt *store.Batch) error {
 	return nil
 }
 
-// batchBuf is a store.Batch built by the broker.
-type batchBuf struct{ store.Batch }
+// batchBuf is a store.Batch built by the broker. Its hot keys are carved
+// from shared chunks (one allocation for many keys): a store may keep the
+// slices of a committed batch, and nothing writes to a carved key again.
+type batchBuf struct {
+	store.Batch
+	arena []byte
+}
+
+// alloc returns n bytes of the arena.
+func (bt *batchBuf) alloc(n int) []byte {
+	if cap(bt.arena)-len(bt.arena) < n {
+		bt.arena = make([]byte, 0, max(1024, n))
+	}
+	i := len(bt.arena)
+	bt.arena = bt.arena[:i+n]
+	return bt.arena[i : i+n : i+n]
+}
+
+// msgKey is msgKey, from the arena.
+func (bt *batchBuf) msgKey(id uint64, sub Subqueue, seq uint64) []byte {
+	return putMsgKey(bt.alloc(msgKeyLen), id, sub, seq)
+}
+
+// bodyKey is the key of message body ref, from the arena.
+func (bt *batchBuf) bodyKey(id, ref uint64) []byte {
+	return putKey2(bt.alloc(key2Len), kBody, id, ref)
+}
 
 func encodeUint(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 

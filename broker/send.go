@@ -616,8 +616,8 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
-	tx.bt.Set(msgKey(e.id, sub, seq), encodeMeta(&mm))
-	tx.bt.Set(key2(kBody, e.id, seq), rec)
+	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), encodeMeta(&mm))
+	tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
 	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason, vis: &tx.vis})
 	return seq, nil
 }
@@ -708,6 +708,6 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 
 // deleteMessageKeys deletes the records of message m of entity eid.
 func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
-	bt.Delete(msgKey(eid, m.sub, m.seq))
-	bt.Delete(key2(kBody, eid, m.bodyRef))
+	bt.Delete(bt.msgKey(eid, m.sub, m.seq))
+	bt.Delete(bt.bodyKey(eid, m.bodyRef))
 }

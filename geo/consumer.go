@@ -62,7 +62,9 @@ func (w *Work) Claim() Record { return w.cl.current() }
 // store that commits the handler's effects with the journal (for example
 // geopg.Store.CompleteWith) replaces the claim with, in the effects'
 // transaction.
-func (w *Work) Finished() Record { return finished(w.g, w.cl.current(), w.Position, w.Message.MessageID, Completed, "") }
+func (w *Work) Finished() Record {
+	return finished(w.g, w.cl.current(), w.Position, w.Message.MessageID, Completed, "")
+}
 
 // Handler processes one claimed message. Returning nil finishes it in the
 // journal and completes it; an error abandons it for a retry, or

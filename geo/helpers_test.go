@@ -427,3 +427,44 @@ func pgAddr(t *testing.T, w *world) string {
 	}
 	return u.Host
 }
+
+// verifyWithGaps is verify for sessions where skip(session, position)
+// positions failed for good (dead-lettered, never applied).
+func (w *world) verifyWithGaps(t *testing.T, want map[string]int64, skip func(string, int64) bool) map[string]int {
+	t.Helper()
+	next := map[string]int64{}
+	byRegion := map[string]int{}
+	expect := func(s string, after int64) int64 {
+		p := after + 1
+		for skip(s, p) {
+			p++
+		}
+		return p
+	}
+	for _, e := range w.applied(t) {
+		if e.position != expect(e.session, next[e.session]) {
+			t.Errorf("session %s: position %d applied after %d (region %s): out of order or twice", e.session, e.position, next[e.session], e.region)
+		}
+		next[e.session] = max(next[e.session], e.position)
+		byRegion[e.region]++
+	}
+	for s, n := range want {
+		last := n
+		for skip(s, last) {
+			last--
+		}
+		if next[s] != last {
+			t.Errorf("session %s: applied up to %d, want %d", s, next[s], last)
+		}
+	}
+	return byRegion
+}
+
+// count returns how many effects are recorded (-1 when it cannot tell).
+func (w *world) count() int64 {
+	var n int64
+	if err := w.direct.QueryRow(context.Background(), fmt.Sprintf(`SELECT count(*) FROM %s`, pgx.Identifier{w.effects}.Sanitize())).Scan(&n); err != nil {
+		return -1
+	}
+	return n
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -26,6 +25,12 @@ type SenderOptions struct {
 	// becomes available (its ScheduledEnqueueTime). Zero: DefaultDelay;
 	// negative: no delay.
 	Delay time.Duration
+	// Straggler bounds how long a Send waits for the second namespace
+	// once the first has accepted (default 2 seconds): a namespace that is
+	// down must not slow every send down to its timeouts. The straggling
+	// send is cancelled and reported as failed with
+	// context.DeadlineExceeded, although it may have reached the namespace.
+	Straggler time.Duration
 	// Clock gives the time the delay counts from (default clock.Real()).
 	Clock clock.Clock
 }
@@ -34,7 +39,7 @@ type SenderOptions struct {
 // secondary copy Delay later.
 type Sender struct {
 	primary, secondary *azservicebus.Sender
-	delay              time.Duration
+	delay, straggler   time.Duration
 	clock              clock.Clock
 }
 
@@ -47,7 +52,10 @@ func NewSender(primary, secondary *azservicebus.Sender, o *SenderOptions) (*Send
 	if o == nil {
 		o = &SenderOptions{}
 	}
-	s := &Sender{primary: primary, secondary: secondary, delay: o.Delay, clock: o.Clock}
+	s := &Sender{primary: primary, secondary: secondary, delay: o.Delay, straggler: o.Straggler, clock: o.Clock}
+	if s.straggler <= 0 {
+		s.straggler = 2 * time.Second
+	}
 	if s.delay == 0 {
 		s.delay = DefaultDelay
 	}
@@ -105,15 +113,32 @@ func (s *Sender) Send(ctx context.Context, m *azservicebus.Message, position int
 		at := s.clock.Now().Add(s.delay)
 		second.ScheduledEnqueueTime = &at
 	}
+	type result struct {
+		primary bool
+		err     error
+	}
+	results := make(chan result, 2)
+	pctx, cancelP := context.WithCancel(ctx)
+	defer cancelP()
+	sctx, cancelS := context.WithCancel(ctx)
+	defer cancelS()
+	go func() { results <- result{true, s.primary.SendMessage(pctx, first, nil)} }()
+	go func() { results <- result{false, s.secondary.SendMessage(sctx, second, nil)} }()
 	var sent Sent
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sent.Secondary = s.secondary.SendMessage(ctx, second, nil)
-	}()
-	sent.Primary = s.primary.SendMessage(ctx, first, nil)
-	wg.Wait()
+	for i := range 2 {
+		r := <-results
+		if r.primary {
+			sent.Primary = r.err
+		} else {
+			sent.Secondary = r.err
+		}
+		if i == 0 && r.err == nil {
+			// One accepted: give the other Straggler, on real time (it
+			// bounds a network call).
+			t := time.AfterFunc(s.straggler, func() { cancelP(); cancelS() })
+			defer t.Stop()
+		}
+	}
 	if sent.Primary != nil && sent.Secondary != nil {
 		return sent, fmt.Errorf("%w: primary: %w; secondary: %w", ErrNotSent, sent.Primary, sent.Secondary)
 	}

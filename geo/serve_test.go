@@ -200,22 +200,47 @@ func (r *servedRegion) dlq(t *testing.T) map[string]string {
 	}
 }
 
-func buildBinary(t *testing.T, dir string) string {
+var built struct {
+	sync.Mutex
+	dir, bin string
+}
+
+// TestMain removes the busbar binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildBinary returns the busbar binary under test: envBinary's, or
+// ./cmd/busbar built once for the package's tests.
+func buildBinary(t *testing.T, _ string) string {
 	t.Helper()
 	if bin := os.Getenv(envBinary); bin != "" {
 		return bin
+	}
+	built.Lock()
+	defer built.Unlock()
+	if built.bin != "" {
+		return built.bin
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "busbar")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if err := serveproc.Build(ctx, root, bin); err != nil {
+	dir, err := os.MkdirTemp("", "busbar-geo-bin-")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return bin
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := serveproc.Build(ctx, root, filepath.Join(dir, "busbar")); err != nil {
+		t.Fatal(err)
+	}
+	built.dir, built.bin = dir, filepath.Join(dir, "busbar")
+	return built.bin
 }
 
 // TestServeRegions runs two `busbar serve` processes as two regions, a

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -52,6 +53,9 @@ type Work struct {
 	Message  *azservicebus.ReceivedMessage
 	cl       *claim
 	g        Granularity
+	mu       sync.Mutex
+	done     *Record
+	writes   *atomic.Int64
 }
 
 // Claim returns the journal record the region holds for this message (the
@@ -64,6 +68,22 @@ func (w *Work) Claim() Record { return w.cl.current() }
 // transaction.
 func (w *Work) Finished() Record {
 	return finished(w.g, w.cl.current(), w.Position, w.Message.MessageID, Completed, "")
+}
+
+// Finish tells the consumer that r, the record Finished returned, was
+// committed by the handler (with its effects), so that the consumer does
+// not write it again. Stores that commit effects with the journal call it.
+func (w *Work) Finish(r Record) {
+	w.writes.Add(1)
+	w.mu.Lock()
+	w.done = &r
+	w.mu.Unlock()
+}
+
+func (w *Work) finishedByHandler() *Record {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.done
 }
 
 // Handler processes one claimed message. Returning nil finishes it in the
@@ -482,10 +502,12 @@ func (c *Consumer) run(ctx context.Context, s *processor.Session, m *azservicebu
 	if c.g == PerMessage {
 		defer cl.end()
 	}
-	w := &Work{Region: c.region, Session: sid, Position: pos, Message: m, cl: cl, g: c.g}
+	w := &Work{Region: c.region, Session: sid, Position: pos, Message: m, cl: cl, g: c.g, writes: &c.stats.writes}
 	herr := call(func() error { return c.handler(hctx, w) })
 	if herr == nil {
-		if err := c.finish(ctx, cl, pos, m, Completed, ""); err != nil {
+		if r := w.finishedByHandler(); r != nil {
+			cl.set(*r)
+		} else if err := c.finish(ctx, cl, pos, m, Completed, ""); err != nil {
 			return err
 		}
 		c.stats.processed.Add(1)

@@ -27,9 +27,9 @@ const failoverConfig = `{"UserConfig":{"Namespaces":[{"Name":"geo","Queues":[{"N
 // pair is a PostgreSQL primary and its streaming standby, run by
 // scripts/pg-standby.sh on free ports.
 type pair struct {
-	script, dir       string
+	script, dir      string
 	primary, standby string // DSNs
-	env               []string
+	env              []string
 }
 
 func startPair(t *testing.T) *pair {

@@ -2,6 +2,8 @@ package geo_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -172,7 +174,7 @@ type region struct {
 
 var queueProps = broker.QueueProperties{RequiresSession: true, MaxDeliveryCount: 1000, LockDuration: 5 * time.Second}
 
-func newRegion(t *testing.T, name string) *region {
+func newRegion(t testing.TB, name string) *region {
 	t.Helper()
 	srv := busbartest.Start(t, busbartest.WithQueue(queue, queueProps))
 	px := newProxy(t, endpointAddr(srv.ConnectionString()))
@@ -180,7 +182,7 @@ func newRegion(t *testing.T, name string) *region {
 }
 
 // counts returns the region's active, scheduled and dead-lettered messages.
-func (r *region) counts(t *testing.T) (active, scheduled, dead int32) {
+func (r *region) counts(t testing.TB) (active, scheduled, dead int32) {
 	t.Helper()
 	ac, err := r.srv.AdminClient()
 	if err != nil {
@@ -204,10 +206,15 @@ type world struct {
 	dsn     string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	w := &world{direct: pool, dsn: pgtest.DSN(t), table: pgtest.Table(t, pool, "geo_journal_"), effects: pgtest.Table(t, pool, "geo_effects_")}
+	dsn := pgtest.DSN(t)
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	w := &world{direct: pool, dsn: dsn, table: tableName(t, pool, "geo_journal_"), effects: tableName(t, pool, "geo_effects_")}
 	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`CREATE TABLE %s (
 	seq bigserial PRIMARY KEY, session text NOT NULL, position bigint NOT NULL, region text NOT NULL, message_id text NOT NULL)`,
 		pgx.Identifier{w.effects}.Sanitize())); err != nil {
@@ -221,7 +228,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // journal returns a Store on the world's table, through px when set.
-func (w *world) journal(t *testing.T, px *proxy) *geopg.Store {
+func (w *world) journal(t testing.TB, px *proxy) *geopg.Store {
 	t.Helper()
 	dsn := w.dsn
 	if px != nil {
@@ -273,7 +280,7 @@ type effect struct {
 	region   string
 }
 
-func (w *world) applied(t *testing.T) []effect {
+func (w *world) applied(t testing.TB) []effect {
 	t.Helper()
 	rows, err := w.direct.Query(context.Background(), fmt.Sprintf(`SELECT session, position, region FROM %s ORDER BY seq`, pgx.Identifier{w.effects}.Sanitize()))
 	if err != nil {
@@ -293,7 +300,7 @@ func (w *world) applied(t *testing.T) []effect {
 // verify checks that every session of want (session → last position) was
 // applied exactly once per position, in order, and reports which region
 // applied how many.
-func (w *world) verify(t *testing.T, want map[string]int64) map[string]int {
+func (w *world) verify(t testing.TB, want map[string]int64) map[string]int {
 	t.Helper()
 	next := map[string]int64{}
 	byRegion := map[string]int{}
@@ -313,13 +320,13 @@ func (w *world) verify(t *testing.T, want map[string]int64) map[string]int {
 }
 
 // waitApplied waits until n effects are recorded.
-func (w *world) waitApplied(t *testing.T, n int, timeout time.Duration) {
+func (w *world) waitApplied(t testing.TB, n int, timeout time.Duration) {
 	t.Helper()
 	poll.Until(t, timeout, fmt.Sprintf("%d effects", n), func() bool { return len(w.applied(t)) >= n })
 }
 
 // run starts a consumer and closes it when the test ends.
-func run(t *testing.T, c *geo.Consumer) {
+func run(t testing.TB, c *geo.Consumer) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(context.Background()) }()
@@ -331,7 +338,7 @@ func run(t *testing.T, c *geo.Consumer) {
 	})
 }
 
-func consumer(t *testing.T, r *region, j geo.Journal, h geo.Handler, o geo.ConsumerOptions) *geo.Consumer {
+func consumer(t testing.TB, r *region, j geo.Journal, h geo.Handler, o geo.ConsumerOptions) *geo.Consumer {
 	t.Helper()
 	o.Region = r.name
 	if o.SessionIdleTimeout == 0 {
@@ -359,7 +366,7 @@ func message(session string, pos int64) *azservicebus.Message {
 
 // sendAll sends positions from..to of each session through s, session by
 // session interleaved, and returns how many each namespace accepted.
-func sendAll(t *testing.T, s *geo.Sender, sessions []string, from, to int64) (primary, secondary int) {
+func sendAll(t testing.TB, s *geo.Sender, sessions []string, from, to int64) (primary, secondary int) {
 	t.Helper()
 	for p := from; p <= to; p++ {
 		for _, sid := range sessions {
@@ -399,7 +406,7 @@ func upTo(sessions []string, n int64) map[string]int64 {
 
 // drained waits until neither region holds an active or scheduled message
 // and fails if any was dead-lettered.
-func drained(t *testing.T, regions ...*region) {
+func drained(t testing.TB, regions ...*region) {
 	t.Helper()
 	for _, r := range regions {
 		poll.Until(t, 60*time.Second, r.name+" drained", func() bool {
@@ -419,7 +426,7 @@ func withPosition(m *azservicebus.Message, pos int64) *azservicebus.Message {
 }
 
 // pgAddr is the test PostgreSQL's host:port.
-func pgAddr(t *testing.T, w *world) string {
+func pgAddr(t testing.TB, w *world) string {
 	t.Helper()
 	u, err := url.Parse(w.dsn)
 	if err != nil {
@@ -430,7 +437,7 @@ func pgAddr(t *testing.T, w *world) string {
 
 // verifyWithGaps is verify for sessions where skip(session, position)
 // positions failed for good (dead-lettered, never applied).
-func (w *world) verifyWithGaps(t *testing.T, want map[string]int64, skip func(string, int64) bool) map[string]int {
+func (w *world) verifyWithGaps(t testing.TB, want map[string]int64, skip func(string, int64) bool) map[string]int {
 	t.Helper()
 	next := map[string]int64{}
 	byRegion := map[string]int{}
@@ -467,4 +474,16 @@ func (w *world) count() int64 {
 		return -1
 	}
 	return n
+}
+
+// tableName returns a fresh table name, the table dropped (if created)
+// when the test ends.
+func tableName(t testing.TB, pool *pgxpool.Pool, prefix string) string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := prefix + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+	})
+	return name
 }

@@ -187,15 +187,23 @@ func (s *Store) Renew(ctx context.Context, r geo.Record) error {
 
 // CompleteWith runs effects and marks w's message done (w.Finished) in one
 // transaction: both commit, or neither. It returns geo.ErrConflict, with
-// nothing committed, when the claim was lost.
+// nothing committed, when the claim was lost. After the commit it tells w
+// (Work.Finish), so the consumer does not write the record again.
 func (s *Store) CompleteWith(ctx context.Context, w *geo.Work, effects func(ctx context.Context, tx pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var done geo.Record
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := effects(ctx, tx); err != nil {
 			return err
 		}
-		_, err := s.ReplaceIn(ctx, tx, w.Finished())
+		var err error
+		done, err = s.ReplaceIn(ctx, tx, w.Finished())
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	w.Finish(done)
+	return nil
 }
 
 // Watch returns a channel signalled after every create or replace of a

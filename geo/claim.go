@@ -172,7 +172,7 @@ type Stats struct {
 	Waits         int64 // times a message waited for the journal
 	Notified      int64 // waits ended by the journal's notification
 	JournalReads  int64
-	JournalWrites int64 // Create, Replace and Renew
+	JournalWrites int64 // Create, Replace, Renew, and records committed by the handler (Work.Finish)
 	JournalErrors int64 // failed journal operations (unreachable)
 }
 

@@ -307,7 +307,7 @@ func (c *Consumer) handle(ctx context.Context, s *processor.Session, m *azservic
 		case actDeadLetter:
 			stop()
 			c.stats.copies.Add(1)
-			return c.deadLetter(ctx, s, m, d.reason, "failed in the other region")
+			return c.deadLetter(ctx, s, m, d.reason, "the journal records this position as failed")
 		}
 		c.stats.waits.Add(1)
 		woke := c.await(ctx, changed, d.until, deadline)

@@ -430,12 +430,28 @@ func (c *Consumer) decideMessage(ctx context.Context, sid string, pos int64, m *
 	now := c.clock.Now()
 	rec, err := c.journal.Get(ctx, k)
 	if errors.Is(err, ErrNotFound) {
+		prevDone := false
 		if pos > 1 {
 			prev, err := c.journal.Get(ctx, Key{Session: sid, Position: pos - 1})
-			if errors.Is(err, ErrNotFound) || (err == nil && prev.Status != Completed && prev.Status != Failed) {
+			switch {
+			case err == nil && prev.Status != Completed && prev.Status != Failed:
 				return decision{act: actWait}, nil // the one before is not done: never get ahead
+			case err == nil:
+				prevDone = true
+			case !errors.Is(err, ErrNotFound):
+				return decision{}, err
 			}
-			if err != nil {
+		}
+		if !prevDone {
+			// No record before: the session is new, or its done records
+			// were pruned below the floor its position-0 record keeps.
+			floor, err := c.journal.Get(ctx, Key{Session: sid})
+			switch {
+			case err == nil && pos < floor.Next:
+				return decision{act: actComplete}, nil
+			case err == nil && pos > floor.Next, errors.Is(err, ErrNotFound) && pos > 1:
+				return decision{act: actWait}, nil
+			case err != nil && !errors.Is(err, ErrNotFound):
 				return decision{}, err
 			}
 		}

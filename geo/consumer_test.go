@@ -282,3 +282,33 @@ func TestFailedMessageIsDeadLettered(t *testing.T) {
 		}
 	})
 }
+
+// TestPrunedCopiesCompleted: under PerMessage the journal's done records
+// are pruned (geopg.Store.Prune) while the secondary still holds their
+// copies; the floor the pruning leaves makes the secondary complete them,
+// not process them again, and the session goes on.
+func TestPrunedCopiesCompleted(t *testing.T) {
+	w := newWorld(t)
+	east, west := newRegion(t, "east"), newRegion(t, "west")
+	s, _ := geo.NewSender(newSender(t, east.client), newSender(t, west.client), &geo.SenderOptions{Delay: -1})
+	je := w.journal(t, nil)
+	ce := consumer(t, east, je, w.handler(je, nil), geo.ConsumerOptions{Granularity: geo.PerMessage})
+	run(t, ce)
+	sendAll(t, s, []string{"ship"}, 1, 4)
+	w.waitApplied(t, 4, 30*time.Second)
+	n, err := je.Prune(context.Background(), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("pruned %d records, want 3 (positions 1-3; 4 is the newest done)", n)
+	}
+	jw := w.journal(t, nil)
+	cw := consumer(t, west, jw, w.handler(jw, nil), geo.ConsumerOptions{Granularity: geo.PerMessage})
+	run(t, cw)
+	poll.Until(t, 30*time.Second, "the secondary's copies completed", func() bool { return cw.Stats().Copies == 4 })
+	sendAll(t, s, []string{"ship"}, 5, 5)
+	w.waitApplied(t, 5, 30*time.Second)
+	drained(t, east, west)
+	w.verify(t, map[string]int64{"ship": 5})
+}

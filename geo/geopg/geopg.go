@@ -50,7 +50,7 @@ type Store struct {
 	name   string
 	logger *slog.Logger
 
-	get, create, replace, renew string
+	get, create, replace, renew, prune string
 
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
@@ -93,6 +93,20 @@ SELECT pg_notify('%s', session) FROM w`, t, columns, s.name)
 		version = version + 1, updated_at = now()
 	WHERE session = $1 AND position = $2 AND version = $9 RETURNING session)
 SELECT pg_notify('%s', session) FROM w`, t, s.name)
+	done := fmt.Sprintf("(%d, %d)", geo.Completed, geo.Failed)
+	s.prune = fmt.Sprintf(`WITH top AS (
+	SELECT session, max(position) AS position FROM %[1]s WHERE position > 0 AND status IN %[2]s GROUP BY session
+), del AS (
+	DELETE FROM %[1]s t USING top WHERE t.session = top.session AND t.position > 0 AND t.position < top.position
+		AND t.status IN %[2]s AND t.updated_at < $1
+	RETURNING t.session, t.position
+), floor AS (
+	INSERT INTO %[1]s AS f (%[3]s, updated_at)
+	SELECT session, 0, %[4]d, max(position) + 1, '', '0001-01-01 00:00:00+00', '', 'pruned', 1, now() FROM del GROUP BY session
+	ON CONFLICT (session, position) DO UPDATE SET next = GREATEST(f.next, EXCLUDED.next), version = f.version + 1, updated_at = now()
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM del) + 0 * (SELECT count(*) FROM floor)`, t, done, columns, geo.Pending)
 	s.renew = fmt.Sprintf(`UPDATE %s SET lease_until = $3 WHERE session = $1 AND position = $2 AND version = $4 AND owner = $5`, t)
 	return s, nil
 }
@@ -302,6 +316,18 @@ func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 		}
 		s.notify(n.Payload, false)
 	}
+}
+
+// Prune removes the records of messages (geo.PerMessage) done before
+// cutoff, except each session's newest done one, and raises the session's
+// floor (its position-0 record's Next) past what it removed, so that a late
+// copy of a removed position is completed as done, not processed again.
+// It returns how many records it removed. Records of geo.PerSession (one
+// per session) are never removed: a table serves one granularity.
+func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, s.prune, cutoff).Scan(&n)
+	return n, err
 }
 
 // Close stops the listener. The pool stays the caller's.

@@ -217,6 +217,19 @@ func failover(t *testing.T, mode string) {
 	}
 	t.Logf("%s standby: %d sends acknowledged, %d lost in the failover (window %v before the loss of the primary), %d messages on the promoted standby; promotion and a new node serving in %v (shared machine)",
 		mode, len(acked), len(lost), window.Round(time.Microsecond), len(got), rto.Round(time.Millisecond))
+	// Replication keeps commit order: what a producer lost is the tail of
+	// what it sent, never a message before one that survived.
+	lastKept := map[int]time.Time{}
+	for _, a := range acked {
+		if got[a.id] && a.at.After(lastKept[a.id%producers]) {
+			lastKept[a.id%producers] = a.at
+		}
+	}
+	for _, a := range lost {
+		if a.at.Before(lastKept[a.id%producers]) {
+			t.Errorf("message %d was lost although a later one of its producer survived", a.id)
+		}
+	}
 	if mode == "sync" && len(lost) > 0 {
 		t.Errorf("synchronous standby: %d acknowledged messages lost, the first %v", len(lost), fmt.Sprint(lost[:min(len(lost), 10)]))
 	}

@@ -5,10 +5,14 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import com.azure.core.exception.ResourceExistsException;
 import com.azure.core.exception.ResourceNotFoundException;
+import com.azure.messaging.servicebus.ServiceBusClientBuilder;
 import com.azure.messaging.servicebus.ServiceBusMessage;
+import com.azure.messaging.servicebus.ServiceBusReceivedMessage;
 import com.azure.messaging.servicebus.ServiceBusReceiverClient;
 import com.azure.messaging.servicebus.ServiceBusSenderClient;
 import com.azure.messaging.servicebus.administration.ServiceBusAdministrationClient;
+import com.azure.messaging.servicebus.administration.models.AccessRights;
+import com.azure.messaging.servicebus.administration.models.AuthorizationRule;
 import com.azure.messaging.servicebus.administration.models.CorrelationRuleFilter;
 import com.azure.messaging.servicebus.administration.models.CreateQueueOptions;
 import com.azure.messaging.servicebus.administration.models.CreateRuleOptions;
@@ -18,6 +22,7 @@ import com.azure.messaging.servicebus.administration.models.EntityStatus;
 import com.azure.messaging.servicebus.administration.models.QueueProperties;
 import com.azure.messaging.servicebus.administration.models.QueueRuntimeProperties;
 import com.azure.messaging.servicebus.administration.models.RuleProperties;
+import com.azure.messaging.servicebus.administration.models.SharedAccessAuthorizationRule;
 import com.azure.messaging.servicebus.administration.models.SqlRuleAction;
 import com.azure.messaging.servicebus.administration.models.SqlRuleFilter;
 import com.azure.messaging.servicebus.administration.models.SubscriptionProperties;
@@ -25,9 +30,11 @@ import com.azure.messaging.servicebus.administration.models.SubscriptionRuntimeP
 import com.azure.messaging.servicebus.administration.models.TopicProperties;
 import com.azure.messaging.servicebus.administration.models.TopicRuntimeProperties;
 import com.azure.messaging.servicebus.administration.models.TrueRuleFilter;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.OffsetDateTime;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -173,6 +180,48 @@ class AdminTest {
         a.deleteTopic(topic);
         assertFalse(a.getTopicExists(topic));
         assertThrows(ResourceNotFoundException.class, () -> a.getSubscription(topic, "sub"));
+    }
+
+    @Test
+    void forwarding() {
+        ServiceBusAdministrationClient a = admin();
+        String target = queue("forward-target");
+        String dead = queue("forward-dead");
+        String source = queue("forward-source", o -> o.setForwardTo(target).setForwardDeadLetteredMessagesTo(dead));
+        QueueProperties p = a.getQueue(source);
+        assertTrue(p.getForwardTo().endsWith("/" + target), "ForwardTo " + p.getForwardTo());
+        assertTrue(p.getForwardDeadLetteredMessagesTo().endsWith("/" + dead), "ForwardDeadLetteredMessagesTo " + p.getForwardDeadLetteredMessagesTo());
+        try (Closer c = new Closer()) {
+            send(sender(c, source), "forwarded");
+            ServiceBusReceiverClient r = receiver(c, target);
+            ServiceBusReceivedMessage m = receiveN(r, 1).get(0);
+            assertEquals("forwarded", m.getBody().toString());
+            r.complete(m);
+            // A dead letter of a queue forwarding its dead letters goes to the other queue.
+            String src2 = queue("forward-source-dl", o -> o.setForwardDeadLetteredMessagesTo(dead));
+            send(sender(c, src2), "dead");
+            ServiceBusReceiverClient r2 = receiver(c, src2);
+            r2.deadLetter(receiveN(r2, 1).get(0));
+            assertEquals(List.of("dead"), bodies(receiveN(receiver(c, dead), 1)));
+        }
+    }
+
+    @Test
+    void entityAuthorizationRule() {
+        String key = Base64.getEncoder().encodeToString("a key of the queue's own, 32 b!!".getBytes(StandardCharsets.UTF_8));
+        String q = queue("auth-rule", o -> o.getAuthorizationRules().add(
+            new SharedAccessAuthorizationRule("sender", key, key, List.of(AccessRights.SEND))));
+        List<AuthorizationRule> rules = admin().getQueue(q).getAuthorizationRules();
+        assertEquals(1, rules.size());
+        assertEquals("sender", rules.get(0).getKeyName());
+        assertEquals(key, rules.get(0).getPrimaryKey());
+        assertEquals(List.of(AccessRights.SEND), rules.get(0).getAccessRights());
+        String cs = withKey("sender", key);
+        try (Closer c = new Closer()) {
+            c.add(new ServiceBusClientBuilder().connectionString(cs).sender().queueName(q).buildClient())
+                .sendMessage(new ServiceBusMessage("with the queue's key"));
+            assertEquals(List.of("with the queue's key"), bodies(receiveN(receiver(c, q), 1)));
+        }
     }
 
     @Test

@@ -26,6 +26,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Matcher;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.function.Executable;
@@ -104,6 +105,13 @@ final class Busbar {
 
     static String sessionQueue(String base) {
         return queue(base, o -> o.setSessionRequired(true));
+    }
+
+    /** CONNECTION_STRING with another key name and key. */
+    static String withKey(String keyName, String key) {
+        return CONNECTION_STRING
+            .replaceAll("SharedAccessKeyName=[^;]*", Matcher.quoteReplacement("SharedAccessKeyName=" + keyName))
+            .replaceAll("SharedAccessKey=[^;]*", Matcher.quoteReplacement("SharedAccessKey=" + key));
     }
 
     /** A client builder: every builder is a connection of its own. */

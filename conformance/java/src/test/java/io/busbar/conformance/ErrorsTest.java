@@ -28,14 +28,10 @@ class ErrorsTest {
             .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(10)).setMaxRetries(0));
     }
 
-    static String withKey(String cs, String key) {
-        return cs.replaceAll("SharedAccessKey=[^;]*", "SharedAccessKey=" + key.replace("\\", "\\\\").replace("$", "\\$"));
-    }
-
     @Test
     void wrongKey() {
         String q = queue("wrong-key");
-        String bad = withKey(CONNECTION_STRING, Base64.getEncoder().encodeToString(new byte[32]));
+        String bad = withKey("RootManageSharedAccessKey", Base64.getEncoder().encodeToString(new byte[32]));
         try (Closer c = new Closer()) {
             ServiceBusSenderClient s = c.add(quick(bad).sender().queueName(q).buildClient());
             assertFailsWith(ServiceBusFailureReason.UNAUTHORIZED, () -> s.sendMessage(new ServiceBusMessage("no")));

@@ -111,6 +111,13 @@ class MessagingTest {
             s.cancelScheduledMessage(cancel);
             assertEquals(List.of("keep"), bodies(peekAll(r)));
             assertEquals(1, admin().getQueueRuntimeProperties(q).getScheduledMessageCount());
+            // Several at once.
+            List<Long> seqs = new ArrayList<>();
+            s.scheduleMessages(List.of(new ServiceBusMessage("s1"), new ServiceBusMessage("s2")), at).forEach(seqs::add);
+            assertEquals(2, seqs.size());
+            assertTrue(seqs.get(1) > seqs.get(0), "sequence numbers " + seqs);
+            s.cancelScheduledMessages(seqs);
+            assertEquals(List.of("keep"), bodies(peekAll(r)));
         }
     }
 

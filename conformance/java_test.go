@@ -24,7 +24,7 @@ const javaSuiteTimeout = 4 * time.Minute
 const envJavaTests = "BUSBAR_CONFORMANCE_JAVA_TESTS"
 
 // TestJavaConformance runs the Java suite with `mvn test`. Without mvn (or
-// java) it is skipped, unless BUSBAR_REQUIRE_INTEROP=1 makes that a
+// a JDK's javac) it is skipped, unless BUSBAR_REQUIRE_INTEROP=1 makes that a
 // failure. Maven takes its artifacts from ~/.m2, where scripts/test.sh
 // fetched them.
 func TestJavaConformance(t *testing.T) {
@@ -40,8 +40,8 @@ func TestJavaConformance(t *testing.T) {
 	if err != nil {
 		skip("no mvn on PATH")
 	}
-	if _, err := exec.LookPath("java"); err != nil {
-		skip("no java on PATH")
+	if _, err := exec.LookPath("javac"); err != nil {
+		skip("no javac (a JDK) on PATH")
 	}
 	if suite.mode != "admin" {
 		t.Skip("the Java suite creates its entities through the management API, which this broker does not serve")

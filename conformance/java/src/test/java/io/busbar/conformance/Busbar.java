@@ -116,8 +116,16 @@ final class Busbar {
 
     /** A client builder: every builder is a connection of its own. */
     static ServiceBusClientBuilder builder() {
-        return new ServiceBusClientBuilder().connectionString(CONNECTION_STRING)
-            .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(20)).setMaxRetries(2));
+        return builder(CONNECTION_STRING, Duration.ofSeconds(20), 2);
+    }
+
+    /**
+     * A builder with this try timeout and retry count: short ones for
+     * operations expected to fail or to time out.
+     */
+    static ServiceBusClientBuilder builder(String connectionString, Duration tryTimeout, int retries) {
+        return new ServiceBusClientBuilder().connectionString(connectionString)
+            .retryOptions(new AmqpRetryOptions().setTryTimeout(tryTimeout).setMaxRetries(retries));
     }
 
     /** Closes what a test opened, in reverse order, at its end. */

@@ -3,7 +3,6 @@ package io.busbar.conformance;
 import static io.busbar.conformance.Busbar.*;
 import static org.junit.jupiter.api.Assertions.*;
 
-import com.azure.core.amqp.AmqpRetryOptions;
 import com.azure.core.amqp.exception.AmqpErrorCondition;
 import com.azure.messaging.servicebus.ServiceBusClientBuilder;
 import com.azure.messaging.servicebus.ServiceBusFailureReason;
@@ -24,8 +23,7 @@ import org.junit.jupiter.api.Test;
 class ErrorsTest {
 
     static ServiceBusClientBuilder quick(String connectionString) {
-        return new ServiceBusClientBuilder().connectionString(connectionString)
-            .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(10)).setMaxRetries(0));
+        return builder(connectionString, Duration.ofSeconds(10), 0);
     }
 
     @Test

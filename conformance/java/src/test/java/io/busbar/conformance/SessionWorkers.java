@@ -2,7 +2,6 @@ package io.busbar.conformance;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
-import com.azure.core.amqp.AmqpRetryOptions;
 import com.azure.messaging.servicebus.ServiceBusClientBuilder;
 import com.azure.messaging.servicebus.ServiceBusReceivedMessage;
 import com.azure.messaging.servicebus.ServiceBusReceiverClient;
@@ -71,9 +70,7 @@ final class SessionWorkers {
         for (int i = 0; i < concurrency; i++) {
             // A short try timeout: AcceptNextSession gives up after about 3 s
             // when no session is available, and the worker asks again.
-            ServiceBusSessionReceiverClient client = receivers.apply(new ServiceBusClientBuilder()
-                .connectionString(Busbar.CONNECTION_STRING)
-                .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(3)).setMaxRetries(1)));
+            ServiceBusSessionReceiverClient client = receivers.apply(Busbar.builder(Busbar.CONNECTION_STRING, Duration.ofSeconds(3), 1));
             Thread t = new Thread(() -> {
                 try (client) {
                     while (failure.get() == null && !done.getAsBoolean() && System.nanoTime() < deadline) {

@@ -3,7 +3,6 @@ package io.busbar.conformance;
 import static io.busbar.conformance.Busbar.*;
 import static org.junit.jupiter.api.Assertions.*;
 
-import com.azure.core.amqp.AmqpRetryOptions;
 import com.azure.core.amqp.exception.AmqpErrorCondition;
 import com.azure.messaging.servicebus.ServiceBusMessage;
 import com.azure.messaging.servicebus.ServiceBusReceivedMessage;
@@ -75,9 +74,7 @@ class SessionsTest {
             sendTo(sender(c, q), "held", "x");
             ServiceBusReceiverClient first = c.add(sessions(c, q).acceptSession("held"));
             assertEquals("held", first.getSessionId());
-            ServiceBusSessionReceiverClient other = c.add(new com.azure.messaging.servicebus.ServiceBusClientBuilder()
-                .connectionString(CONNECTION_STRING)
-                .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(3)).setMaxRetries(0))
+            ServiceBusSessionReceiverClient other = c.add(builder(CONNECTION_STRING, Duration.ofSeconds(3), 0)
                 .sessionReceiver().queueName(q).buildClient());
             assertFailsWithCondition(AmqpErrorCondition.SESSION_CANNOT_BE_LOCKED, () -> other.acceptSession("held"));
         }
@@ -87,9 +84,7 @@ class SessionsTest {
     void acceptNextSessionNoneAvailable() {
         String q = sessionQueue("none");
         try (Closer c = new Closer()) {
-            ServiceBusSessionReceiverClient r = c.add(new com.azure.messaging.servicebus.ServiceBusClientBuilder()
-                .connectionString(CONNECTION_STRING)
-                .retryOptions(new AmqpRetryOptions().setTryTimeout(Duration.ofSeconds(4)).setMaxRetries(0))
+            ServiceBusSessionReceiverClient r = c.add(builder(CONNECTION_STRING, Duration.ofSeconds(4), 0)
                 .sessionReceiver().queueName(q).buildClient());
             long start = System.nanoTime();
             // The SDK turns the broker's com.microsoft:timeout into a

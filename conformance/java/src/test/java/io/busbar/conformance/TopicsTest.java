@@ -15,7 +15,10 @@ import com.azure.messaging.servicebus.administration.models.RuleFilter;
 import com.azure.messaging.servicebus.administration.models.SqlRuleAction;
 import com.azure.messaging.servicebus.administration.models.SqlRuleFilter;
 import com.azure.messaging.servicebus.administration.models.TrueRuleFilter;
+import com.azure.messaging.servicebus.models.DeadLetterOptions;
+import com.azure.messaging.servicebus.models.SubQueue;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
@@ -97,6 +100,36 @@ class TopicsTest {
                     assertEquals(3, got.get(0).getApplicationProperties().get("size"));
                 }
             }
+        }
+    }
+
+    @Test
+    void subscriptionPeekDeadLetterAndCounts() {
+        String topic = unique("sub-dlq");
+        admin().createTopic(topic);
+        admin().createSubscription(topic, "sub");
+        try (Closer c = new Closer()) {
+            var sender = c.add(builder().sender().topicName(topic).buildClient());
+            sender.sendMessage(new ServiceBusMessage("one"));
+            sender.sendMessage(new ServiceBusMessage("two"));
+            ServiceBusReceiverClient r = c.add(builder().receiver().topicName(topic).subscriptionName("sub")
+                .disableAutoComplete().buildClient());
+            List<ServiceBusReceivedMessage> peeked = new ArrayList<>();
+            r.peekMessages(10).forEach(peeked::add);
+            assertEquals(List.of("one", "two"), bodies(peeked));
+            ServiceBusReceivedMessage m = receiveN(r, 1).get(0);
+            r.deadLetter(m, new DeadLetterOptions().setDeadLetterReason("NotWanted"));
+            var counts = admin().getSubscriptionRuntimeProperties(topic, "sub");
+            assertEquals(1, counts.getActiveMessageCount());
+            assertEquals(1, counts.getDeadLetterMessageCount());
+            assertEquals(2, counts.getTotalMessageCount());
+            ServiceBusReceiverClient dlq = c.add(builder().receiver().topicName(topic).subscriptionName("sub")
+                .subQueue(SubQueue.DEAD_LETTER_QUEUE).disableAutoComplete().buildClient());
+            ServiceBusReceivedMessage d = receiveN(dlq, 1).get(0);
+            assertEquals("one", d.getBody().toString());
+            assertEquals("NotWanted", d.getDeadLetterReason());
+            dlq.complete(d);
+            assertEquals(0, admin().getSubscriptionRuntimeProperties(topic, "sub").getDeadLetterMessageCount());
         }
     }
 }

@@ -151,6 +151,12 @@ func (c *conn) putToken(req *request) (int32, string) {
 	if entity != "" {
 		if err := c.h.entityExists(context.Background(), entity); err != nil {
 			m := mapError(err)
+			if m.status == 404 {
+				// Service Bus's words: the Java SDK takes a 404 for a
+				// missing entity (not retried) only when its description
+				// reads "The messaging entity ... could not be found".
+				return 404, "The messaging entity '" + audience + "' could not be found."
+			}
 			return m.status, m.desc
 		}
 	}

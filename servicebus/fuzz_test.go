@@ -142,7 +142,7 @@ func FuzzManagementRequest(f *testing.F) {
 	c := &conn{h: h, claims: map[string]claim{}, replies: map[string]*replyLink{}}
 	l := &mgmtLink{c: c, addr: Address{Node: NodeManagement, Entity: "q"}}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		req, err := parseRequest(payload)
+		req, err := parseRequest(payload, "node")
 		if err != nil {
 			return
 		}

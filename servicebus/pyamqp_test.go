@@ -1,6 +1,7 @@
 package servicebus_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -68,5 +69,28 @@ func TestRequestWithoutReplyTo(t *testing.T) {
 	peek := map[string]any{"from-sequence-number": int64(1), "message-count": int32(1)}
 	if got := request("q/$management", map[string]any{"operation": "com.microsoft:peek-message"}, peek); got != int32(204) {
 		t.Fatalf("peek on an empty queue: status %v, want 204", got)
+	}
+}
+
+// pyamqp's senders ask for rcv-settle-mode second but never settle an
+// unsettled disposition: the broker answers first (it settles at once).
+func TestSenderLinkSettlesFirst(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.queue("q", broker.QueueProperties{})
+	ctx := testCtx(t)
+	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{
+		SASLType: goamqp.SASLTypePlain(rootKeyName, rootKey)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = sess.NewSender(ctx, "q", &goamqp.SenderOptions{RequestedReceiverSettleMode: goamqp.ReceiverSettleModeSecond.Ptr()})
+	// go-amqp refuses an answer other than what it asked, quoting it.
+	if err == nil || !strings.Contains(err.Error(), `received "first"`) {
+		t.Fatalf("attach asking rcv-settle-mode second: %v, want the broker's answer first", err)
 	}
 }

@@ -22,6 +22,13 @@ node --version
 
 log "node test peers (test/node)"
 (cd test/node && npm ci --no-audit --no-fund --loglevel=error)
+
+log "python conformance suite (conformance/python/.venv)"
+if ! command -v python3 >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+python3 --version
+conformance/python/setup.sh
 # With the peers installed, interop tests must run rather than skip.
 export BUSBAR_REQUIRE_INTEROP=1
 

@@ -8,9 +8,10 @@ _counter = itertools.count()
 
 
 def unique(prefix):
-    """A name unique to this run."""
+    """A name unique to this run (and to this process: pytest-xdist runs
+    the tests in several)."""
     run = os.environ.get("BUSBAR_CONFORMANCE_RUN_ID") or format(time.time_ns() & 0xFFFFFFFFFF, "x")
-    return f"py-{prefix}-{next(_counter)}-{run}"
+    return f"py-{prefix}-{os.getpid()}-{next(_counter)}-{run}"
 
 def receive_n(receiver, n, max_wait_time=10):
     """Receives exactly n messages (failing after max_wait_time seconds)."""

@@ -78,6 +78,8 @@ func (c *conn) attachSender(r *amqp.Receiver, addr Address) (amqp.ReceiverHandle
 	}
 	reply.Properties[propMaxBatchSize] = uint64(maxKB) * 1024
 	r.SetCreditWindow(c.h.credit)
+	// Service Bus rejects a message over the size limit and keeps the link.
+	r.SetRejectOversize()
 	l := &sendLink{c: c, path: addr.Entity, slots: make(chan struct{}, linkPipeline)}
 	l.q.run = l.run
 	c.h.metrics.LinkAttached(addr.Entity, false)

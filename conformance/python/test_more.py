@@ -1,12 +1,12 @@
 """Further paths of the Python SDK: deferred messages settled on the
 management link, receive-and-delete of deferred messages, a message over
-the size limit, auto-forwarding, a subscription's dead-letter queue and the
-asyncio client."""
+the size limit, auto-forwarding, a subscription's dead-letter queue, AMQP
+over WebSockets and the asyncio client."""
 
 import asyncio
 
 import pytest
-from azure.servicebus import ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue, TransportType
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.exceptions import MessageSizeExceededError
 
@@ -105,3 +105,19 @@ def test_asyncio_client(conn_str, make_queue):
     bodies, state = asyncio.run(run())
     assert bodies == [b"a0", b"a1", b"a2"]
     assert state == b"async"
+
+
+def test_websockets(conn_str, admin_conn_str, make_queue):
+    # AMQP over WebSockets (subprotocol AMQPWSB10) on the HTTP listener: the
+    # SDK dials ws://<custom endpoint>/$servicebus/websocket.
+    http_host = admin_conn_str.split("Endpoint=", 1)[1].split(";", 1)[0]
+    q = make_queue()
+    payload = bytes(range(256)) * 512  # 128 KB, several WebSocket frames
+    with ServiceBusClient.from_connection_string(
+        conn_str, transport_type=TransportType.AmqpOverWebsocket, custom_endpoint_address=http_host
+    ) as c:
+        with c.get_queue_sender(q) as sender:
+            sender.send_messages(ServiceBusMessage(payload))
+        with c.get_queue_receiver(q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+            (m,) = receive_n(receiver, 1)
+    assert body(m) == payload

@@ -1,13 +1,15 @@
 """Further paths of the Python SDK: deferred messages settled on the
 management link, receive-and-delete of deferred messages, a message over
 the size limit, auto-forwarding, a subscription's dead-letter queue, AMQP
-over WebSockets and the asyncio client."""
+over WebSockets, every section and body kind of an AmqpAnnotatedMessage, and
+the asyncio client."""
 
 import asyncio
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue, TransportType
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
+from azure.servicebus.amqp import AmqpAnnotatedMessage, AmqpMessageBodyType, AmqpMessageHeader, AmqpMessageProperties
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from helpers import body, receive_n
@@ -121,3 +123,39 @@ def test_websockets(conn_str, admin_conn_str, make_queue):
         with c.get_queue_receiver(q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
             (m,) = receive_n(receiver, 1)
     assert body(m) == payload
+
+
+def test_amqp_annotated_message_sections(client, make_queue):
+    # Every section and body kind the SDK can send comes back; pyamqp
+    # writes delivery annotations after the footer.
+    q = make_queue()
+    sent = [
+        AmqpAnnotatedMessage(
+            value_body={"k": 1, "s": "v"},
+            annotations={"custom-annotation": "x"},
+            application_properties={"p": 1},
+            footer={"f": "foot"},
+            delivery_annotations={"da": 1},
+        ),
+        AmqpAnnotatedMessage(sequence_body=[[1, 2, "three"]]),
+        AmqpAnnotatedMessage(data_body=[b"part1", b"part2"]),
+        AmqpAnnotatedMessage(
+            value_body="a string",
+            header=AmqpMessageHeader(priority=7, durable=True),
+            properties=AmqpMessageProperties(message_id="mid", user_id=b"uid", group_sequence=5, content_encoding="gzip"),
+        ),
+    ]
+    with client.get_queue_sender(q) as sender:
+        for m in sent:
+            sender.send_messages(m)
+    with client.get_queue_receiver(q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+        got = [m.raw_amqp_message for m in receive_n(receiver, 4)]
+    assert got[0].body_type == AmqpMessageBodyType.VALUE and got[0].body == {b"k": 1, b"s": b"v"}
+    assert got[0].annotations[b"custom-annotation"] == b"x"
+    assert got[0].footer == {b"f": b"foot"}
+    assert got[0].delivery_annotations[b"da"] == 1
+    assert got[1].body_type == AmqpMessageBodyType.SEQUENCE and list(got[1].body) == [[1, 2, b"three"]]
+    assert got[2].body_type == AmqpMessageBodyType.DATA and list(got[2].body) == [b"part1", b"part2"]
+    assert got[3].body == b"a string"
+    assert (got[3].header.priority, got[3].header.durable) == (7, True)
+    assert (got[3].properties.user_id, got[3].properties.group_sequence, got[3].properties.content_encoding) == (b"uid", 5, b"gzip")

@@ -1,9 +1,16 @@
-"""Errors the Python SDK reports against Busbar: a wrong key, an unknown entity."""
+"""Credentials and errors with the Python SDK against Busbar: a wrong key,
+an unknown entity, named-key and SAS credentials."""
 
+import base64
+import hashlib
+import hmac
 import re
+import time
+import urllib.parse
 
 import pytest
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
+from azure.core.credentials import AzureNamedKeyCredential, AzureSasCredential
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
 from azure.servicebus.exceptions import ServiceBusAuthenticationError
 
 from helpers import unique
@@ -43,3 +50,37 @@ def test_unknown_entity(conn_str):
         for what, call in calls.items():
             with pytest.raises(ServiceBusAuthenticationError):
                 call()
+
+
+def test_credentials(conn_str, make_queue):
+    # A named key credential and a SAS token (in a connection string and as
+    # AzureSasCredential) signed for the namespace, and one for the entity.
+    q = make_queue()
+    fields = dict(part.split("=", 1) for part in conn_str.split(";") if "=" in part)
+    host = fields["Endpoint"].split("//", 1)[1].rstrip("/")
+    name, key = fields["SharedAccessKeyName"], fields["SharedAccessKey"]
+    namespace_sas = sas_token("sb://" + host.split(":")[0] + "/", name, key)
+    clients = {
+        "named key": ServiceBusClient(host, AzureNamedKeyCredential(name, key), use_tls=False, retry_total=0),
+        "sas credential": ServiceBusClient(host, AzureSasCredential(namespace_sas), use_tls=False, retry_total=0),
+        "sas connection string": ServiceBusClient.from_connection_string(
+            f"Endpoint=sb://{host};SharedAccessSignature={namespace_sas};UseDevelopmentEmulator=true", retry_total=0),
+        "entity sas": ServiceBusClient.from_connection_string(
+            f"Endpoint=sb://{host};SharedAccessSignature={sas_token(f'sb://{host}/{q}', name, key)};UseDevelopmentEmulator=true",
+            retry_total=0),
+    }
+    for label, c in clients.items():
+        with c:
+            with c.get_queue_sender(q) as sender:
+                sender.send_messages(ServiceBusMessage(label))
+            with c.get_queue_receiver(q, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE) as receiver:
+                got = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert [str(m) for m in got] == [label]
+
+
+def sas_token(uri, key_name, key, ttl=3600):
+    """A Service Bus SAS token for uri."""
+    expiry = str(int(time.time() + ttl))
+    encoded = urllib.parse.quote_plus(uri)
+    sig = base64.b64encode(hmac.new(key.encode(), f"{encoded}\n{expiry}".encode(), hashlib.sha256).digest())
+    return f"SharedAccessSignature sr={encoded}&sig={urllib.parse.quote_plus(sig)}&se={expiry}&skn={key_name}"

@@ -1,11 +1,7 @@
 package conformance
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,39 +57,19 @@ func TestPythonConformance(t *testing.T) {
 	t.Logf("Python suite command: cd conformance/python && BUSBAR_CONNECTION_STRING='%s' BUSBAR_ADMIN_CONNECTION_STRING='%s' .venv/bin/python -m pytest -n %s", suite.connStr, suite.adminCS, pythonWorkers)
 
 	logMark := brokerLogMark()
-	out, err := runPython(t, dir, env, pythonPreflightTimeout, python, "preflight.py")
+	out, err := runProgram(t, dir, env, pythonPreflightTimeout, python, "preflight.py")
 	if err != nil {
 		t.Fatalf("the Python preflight failed (%v), so the Python suite was not run:\n%s\nthe broker's link and connection errors meanwhile:\n%s",
 			err, out, brokerErrorsSince(logMark))
 	}
 
 	start := time.Now()
-	out, err = runPython(t, dir, env, pythonSuiteTimeout, python,
+	out, err = runProgram(t, dir, env, pythonSuiteTimeout, python,
 		"-m", "pytest", "-n", pythonWorkers, "-p", "no:cacheprovider", "-rfE", "--tb=short", "-q")
 	t.Logf("pytest ran in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("the Python conformance suite failed (%v); failing tests:\n%s", err, failingPythonTests(out))
 	}
-}
-
-// runPython runs python with args in dir and returns its combined output.
-func runPython(t *testing.T, dir string, env []string, limit time.Duration, python string, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, python, args...)
-	cmd.Dir = dir
-	cmd.Env = env
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		err = fmt.Errorf("%w (killed after %v)", err, limit)
-	}
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) && ctx.Err() == nil {
-		t.Fatalf("running python: %v", err)
-	}
-	return string(out), err
 }
 
 // failingPythonTests picks pytest's summary lines of failed tests.

@@ -30,7 +30,13 @@ if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then
 fi
 log "java test peers (conformance/java: Maven Central into ~/.m2, compiled, no test run)"
 (cd conformance/java && mvn -B -q -ntp -Dtest=NONE -Dsurefire.failIfNoSpecifiedTests=false test)
-# With the peers installed, interop tests (Node, Java) must run rather than skip.
+log "python conformance suite (conformance/python/.venv)"
+if ! command -v python3 >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+fi
+python3 --version
+conformance/python/setup.sh
+# With the peers installed, interop tests (Node, Java, Python) must run rather than skip.
 export BUSBAR_REQUIRE_INTEROP=1
 
 log "gofmt"

@@ -23,6 +23,7 @@ import (
 	"github.com/busbar-io/busbar/amqp"
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/cluster"
 	"github.com/busbar-io/busbar/config"
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/servicebus"
@@ -64,9 +65,12 @@ type Options struct {
 	// not close a store it was given.
 	Store store.Store
 	// StoreURL, when set, names the store instead of DataDir: a
-	// postgres:// URL opens store/postgres (one node; the table is claimed
-	// exclusively). The generated key stays in DataDir.
+	// postgres:// URL opens store/postgres and runs this server as a node
+	// of a cluster (package cluster) over it. The generated key stays in
+	// DataDir: give every node the same key (or config policies).
 	StoreURL string
+	// Cluster configures the node when StoreURL is set.
+	Cluster cluster.Options
 	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
 	MaxMessageSizeInKilobytes int64
 	// SKU is the namespace's tier as the management API reports it:
@@ -89,6 +93,7 @@ type Server struct {
 	st        store.Store
 	ownsStore bool
 	broker    *broker.Broker
+	node      *cluster.Node // with StoreURL
 	auth      *sas.Authorizer
 	amqp      *amqp.Server
 	http      *http.Server
@@ -144,12 +149,22 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		if err != nil {
 			return nil, err
 		}
-		po.Exclusive, po.Logger = true, s.log.With("component", "store")
+		po.Announce, po.Logger = cluster.Prefixes(), s.log.With("component", "store")
 		ps, err := postgres.Open(ctx, dsn, po)
 		if err != nil {
 			return nil, err
 		}
 		s.st, s.ownsStore = ps, true
+		co := opts.Cluster
+		if co.Logger == nil {
+			co.Logger = s.log.With("component", "cluster")
+		}
+		if co.Address == "" {
+			co.Address = opts.AMQPAddr
+		}
+		if s.node, err = cluster.New(ps, co); err != nil {
+			return nil, err
+		}
 	}
 	if s.st == nil {
 		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
@@ -161,7 +176,12 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 		s.st, s.ownsStore = ps, true
 	}
-	s.broker, err = broker.Open(ctx, s.st, broker.Options{
+	st := s.st
+	if s.node != nil {
+		st = s.node.Store()
+	}
+	s.broker, err = broker.Open(ctx, st, broker.Options{
+		Dormant:                   s.node != nil,
 		Clock:                     s.clk,
 		Logger:                    s.log.With("component", "broker"),
 		Observer:                  s.metrics,
@@ -170,6 +190,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker: %w", err)
+	}
+	if s.node != nil {
+		if err := s.node.Start(ctx, s.broker); err != nil {
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
 	}
 	s.auth = s.auth.WithEntityRules(entityRules(s.broker))
 	s.metrics.CollectEntities(s.broker)
@@ -315,6 +340,9 @@ func (s *Server) HTTPAddr() net.Addr {
 	return s.httpL.Addr()
 }
 
+// Node returns the cluster node, or nil when the server is not one.
+func (s *Server) Node() *cluster.Node { return s.node }
+
 // Broker returns the broker engine.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
@@ -356,6 +384,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	if s.node != nil {
+		errs = append(errs, s.node.Stop(ctx))
+	}
 	if s.broker != nil {
 		errs = append(errs, s.broker.Close())
 	}

@@ -116,6 +116,9 @@ func (b *Broker) Loaded(top uint64) bool {
 // owner. It reads only their own key ranges. A missing or loaded entity is
 // left as it is.
 func (b *Broker) Load(ctx context.Context, top uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	b.mu.RLock()
@@ -247,6 +250,9 @@ func (b *Broker) materializeDormant(e *entity, parent *entity) *entity {
 // disappears (its consumers are closed) and a subscription's rules are
 // re-read if it is loaded.
 func (b *Broker) Refresh(ctx context.Context, key []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
 	switch {

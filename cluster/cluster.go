@@ -158,10 +158,10 @@ func New(st store.Store, opts Options) (*Node, error) {
 	if opts.LeaseTime < 100*time.Millisecond {
 		return nil, fmt.Errorf("cluster: LeaseTime %v is below 100ms", opts.LeaseTime)
 	}
+	var r [8]byte
+	_, _ = rand.Read(r[:])
 	if opts.NodeID == "" {
-		var r [6]byte
-		_, _ = rand.Read(r[:])
-		opts.NodeID = hex.EncodeToString(r[:])
+		opts.NodeID = hex.EncodeToString(r[:6])
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real()
@@ -171,7 +171,9 @@ func New(st store.Store, opts Options) (*Node, error) {
 	}
 	return &Node{st: st, opts: opts, clk: opts.Clock, log: opts.Logger.With("node", opts.NodeID),
 		hbKey: append(bytes.Clone(nodePrefix), opts.NodeID...), held: map[uint64][]byte{}, peers: map[string]*peer{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
+		// A restarted node's first heartbeat differs from its last one.
+		hbCount: binary.BigEndian.Uint64(r[:]) >> 1,
+		wake:    make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // ID returns the node's id.
@@ -210,6 +212,10 @@ func (n *Node) Start(ctx context.Context, b *broker.Broker) error {
 	go n.loop()
 	return nil
 }
+
+// Sync brings ownership up to date now (after entities were created, say)
+// instead of at the next tick.
+func (n *Node) Sync(ctx context.Context) error { return n.reconcile(ctx, false) }
 
 func (n *Node) poke() {
 	select {
@@ -291,7 +297,8 @@ func (n *Node) reconcile(ctx context.Context, beat bool) error {
 		return nil
 	}
 	targets := n.targets(now)
-	for _, top := range n.b.Tops() {
+	tops := n.b.Tops()
+	for _, top := range tops {
 		l, hasLease := leases[top]
 		n.mu.RLock()
 		mine, held := n.held[top]
@@ -317,7 +324,8 @@ func (n *Node) reconcile(ctx context.Context, beat bool) error {
 	n.mu.RLock()
 	var gone []uint64
 	for top := range n.held {
-		if _, ok := leases[top]; !ok {
+		i := sort.Search(len(tops), func(i int) bool { return tops[i] >= top })
+		if i == len(tops) || tops[i] != top {
 			gone = append(gone, top)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,6 +163,12 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		if co.Address == "" {
 			co.Address = opts.AMQPAddr
 		}
+		if co.NodeID == "" && !strings.HasSuffix(opts.AMQPAddr, ":0") {
+			// Stable across restarts, so a restarted node takes its
+			// entities back at once instead of after the lease time.
+			host, _ := os.Hostname()
+			co.NodeID = host + "/" + opts.AMQPAddr
+		}
 		if s.node, err = cluster.New(ps, co); err != nil {
 			return nil, err
 		}
@@ -201,6 +208,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	s.metrics.CollectStore(s.st.Stats)
 	if err := applyEntities(ctx, s.broker, opts.Config); err != nil {
 		return nil, fmt.Errorf("declaring entities from the config: %w", err)
+	}
+	if s.node != nil {
+		if err := s.node.Sync(ctx); err != nil { // serve the declared entities at once
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
 	}
 	if err := s.listen(); err != nil {
 		return nil, err

@@ -67,8 +67,8 @@ type Options struct {
 	Store store.Store
 	// StoreURL, when set, names the store instead of DataDir: a
 	// postgres:// URL opens store/postgres and runs this server as a node
-	// of a cluster (package cluster) over it. The generated key stays in
-	// DataDir: give every node the same key (or config policies).
+	// of a cluster (package cluster) over it; the generated root key is
+	// then kept in the database, shared by every node.
 	StoreURL string
 	// Cluster configures the node when StoreURL is set.
 	Cluster cluster.Options
@@ -136,14 +136,6 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	rules, key, created, err := authRules(opts.Config, opts.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	s.rootKey, s.keyCreated = key, created
-	if s.auth, err = sas.NewAuthorizer(rules); err != nil {
-		return nil, err
-	}
 	s.metrics = admin.NewMetrics()
 	if s.st = opts.Store; s.st == nil && opts.StoreURL != "" {
 		dsn, po, err := postgres.ParseURL(opts.StoreURL)
@@ -182,6 +174,18 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 		s.st, s.ownsStore = ps, true
+	}
+	rootKey := func() (string, bool, error) { return loadOrCreateRootKey(opts.DataDir) }
+	if s.node != nil {
+		rootKey = func() (string, bool, error) { return sharedRootKey(ctx, s.st) }
+	}
+	rules, key, created, err := authRules(opts.Config, rootKey)
+	if err != nil {
+		return nil, err
+	}
+	s.rootKey, s.keyCreated = key, created
+	if s.auth, err = sas.NewAuthorizer(rules); err != nil {
+		return nil, err
 	}
 	st := s.st
 	if s.node != nil {

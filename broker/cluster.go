@@ -398,3 +398,24 @@ func (b *Broker) refreshRulesOf(ctx context.Context, s *entity) error {
 	s.mu.Unlock()
 	return nil
 }
+
+// ReadTops returns the id of every queue and topic recorded in st, by
+// folded name, reading only the entity records: for tools that locate an
+// entity's owner without running a broker.
+func ReadTops(ctx context.Context, st store.Store) (map[string]uint64, error) {
+	m := map[string]uint64{}
+	err := st.Scan(ctx, []byte{kEntity}, []byte{kEntity + 1}, func(k, v []byte) error {
+		r, err := decodeEntity(v)
+		if err != nil {
+			return fmt.Errorf("entity record %x: %w", k, err)
+		}
+		if r.kind != kindSubscription {
+			m[fold(r.name)] = r.id
+		}
+		return nil
+	})
+	return m, err
+}
+
+// FoldName is how entity names compare (case-insensitively).
+func FoldName(name string) string { return fold(name) }

@@ -445,6 +445,10 @@ func (n *Node) targets(now time.Time) []string {
 	return ts
 }
 
+// Place returns the node of nodes that the placement gives the queue or
+// topic top to (when all of them are live and none is leaving).
+func Place(top uint64, nodes []string) string { return place(top, nodes) }
+
 // place returns the node that should own top: the highest rendezvous hash.
 func place(top uint64, nodes []string) string {
 	best, bestH := "", uint64(0)
@@ -670,4 +674,41 @@ func containsID(ids []uint64, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// Owner returns the id and advertised address of the node that holds the
+// lease of the queue or topic named name, read from st (the shared
+// store): what a client-side router or an operator needs. An entity
+// between owners has none (found false).
+func Owner(ctx context.Context, st store.Store, name string) (node, address string, found bool, err error) {
+	tops, err := broker.ReadTops(ctx, st)
+	if err != nil {
+		return "", "", false, err
+	}
+	top, ok := tops[broker.FoldName(name)]
+	if !ok {
+		return "", "", false, fmt.Errorf("%w: no queue or topic named %q", broker.ErrNotFound, name)
+	}
+	v, err := st.Get(ctx, leaseKey(top))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", "", false, nil
+	}
+	if err != nil {
+		return "", "", false, err
+	}
+	l, err := decodeLease(v)
+	if err != nil || l.owner == "" {
+		return "", "", false, err
+	}
+	hb, err := st.Get(ctx, append(bytes.Clone(nodePrefix), l.owner...))
+	if errors.Is(err, store.ErrNotFound) {
+		return l.owner, "", false, nil
+	}
+	if err != nil {
+		return "", "", false, err
+	}
+	if len(hb) < 9 {
+		return "", "", false, fmt.Errorf("cluster: heartbeat record of %d bytes", len(hb))
+	}
+	return l.owner, string(hb[9:]), true, nil
 }

@@ -38,82 +38,157 @@ const failoverLease = 2 * time.Second
 // TCP router (one listener per queue, dialing the lease holder's address):
 // nodes do not forward links to each other yet.
 func TestFailover(t *testing.T) {
-	dsn := pgtest.DSN(t)
-	table := fmt.Sprintf("failover_%d_%d", os.Getpid(), time.Now().UnixNano())
-	storeURL := dsn + sep(dsn) + "busbar_table=" + table
-	rounds, sh := 2, shape{producers: 4, consumers: 3, sessions: 3, hold: 24, ops: 1000}
+	sh := shape{producers: 4, consumers: 3, sessions: 3, hold: 24, ops: 1000}
 	if testing.Short() {
 		sh.ops = 400
 	}
-	tmp := t.TempDir()
-	bin := buildBusbar(t, tmp)
-	cfg := tmp + "/Config.json"
-	if err := os.WriteFile(cfg, []byte(configJSON), 0o600); err != nil {
+	cl := startCluster(t)
+	for round := 1; round <= 2; round++ {
+		cl.round(t, round, sh, func(victim string) time.Time {
+			kill(t, cl.procs[victim])
+			delete(cl.procs, victim)
+			return time.Now()
+		})
+	}
+	cl.stop(t)
+}
+
+// TestRollingRestart restarts every node in turn, with SIGTERM, under load,
+// as an upgrade does: each node hands what it serves over before it exits
+// and takes its share back when it returns. The node serving the test's
+// queues goes last (its locks die with it, as the ledger expects), so the
+// load runs through the restarts of the others first. Each cycle is a
+// round of the ledger; BUSBAR_ROLLING_CYCLES sets their number (default 1).
+func TestRollingRestart(t *testing.T) {
+	sh := shape{producers: 4, consumers: 3, sessions: 3, hold: 24, ops: 600}
+	if testing.Short() {
+		sh.ops = 300
+	}
+	cycles := 1
+	if v := os.Getenv("BUSBAR_ROLLING_CYCLES"); v != "" {
+		if _, err := fmt.Sscan(v, &cycles); err != nil {
+			t.Fatalf("BUSBAR_ROLLING_CYCLES=%q: %v", v, err)
+		}
+	}
+	cl := startCluster(t)
+	for round := 1; round <= cycles; round++ {
+		cl.round(t, round, sh, func(victim string) time.Time {
+			var stopped time.Time
+			for _, id := range append(without(cl.ids, victim), victim) {
+				terminate(t, cl.procs[id])
+				stopped = time.Now()
+				cl.procs[id] = cl.start(t, id)
+			}
+			return stopped
+		})
+	}
+	cl.stop(t)
+}
+
+func without(ids []string, x string) []string {
+	var out []string
+	for _, id := range ids {
+		if id != x {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// testCluster is three `busbar serve` nodes over one PostgreSQL table, with
+// a router per queue.
+type testCluster struct {
+	bin, cfg, dir, storeURL string
+	ids                     []string
+	procs                   map[string]*serveproc.Process
+	st                      store.Store
+	connStr, sessConn       string
+	l                       *ledger
+}
+
+func startCluster(t *testing.T) *testCluster {
+	dsn := pgtest.DSN(t)
+	table := fmt.Sprintf("cluster_%d_%d", os.Getpid(), time.Now().UnixNano())
+	cl := &testCluster{dir: t.TempDir(), storeURL: dsn + sep(dsn) + "busbar_table=" + table,
+		ids: colocatedIDs(), procs: map[string]*serveproc.Process{}, l: newLedger()}
+	cl.bin = buildBusbar(t, cl.dir)
+	cl.cfg = cl.dir + "/Config.json"
+	if err := os.WriteFile(cl.cfg, []byte(configJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ids := colocatedIDs()
-	procs := map[string]*serveproc.Process{}
-	for i, id := range ids {
-		procs[id] = startChild(t, bin, fmt.Sprintf("%s/data%d", tmp, i), cfg,
-			"--store", storeURL, "--node-id", id, "--lease-time", failoverLease.String())
+	for _, id := range cl.ids {
+		cl.procs[id] = cl.start(t, id)
 	}
-	ctx := context.Background()
-	st, err := postgres.Open(ctx, dsn, postgres.Options{Table: table})
+	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() })
+	cl.st = st
 	qr, sr := startRouter(t, st, queueName), startRouter(t, st, sessionName)
-	base := procs[ids[0]].ConnectionString()
-	connStr, sessConn := withEndpoint(base, qr.addr()), withEndpoint(base, sr.addr())
+	base := cl.procs[cl.ids[0]].ConnectionString()
+	cl.connStr, cl.sessConn = withEndpoint(base, qr.addr()), withEndpoint(base, sr.addr())
+	return cl
+}
 
-	l := newLedger()
-	for round := 1; round <= rounds; round++ {
-		victim := waitOwner(t, st, queueName)
-		if o := waitOwner(t, st, sessionName); o != victim {
-			t.Fatalf("round %d: the queues are on %s and %s; the node ids were chosen to keep them together", round, victim, o)
-		}
-		ld := newLoad(l, connStr, sh)
-		ld.sessConnStr = sessConn
-		lctx, cancel := context.WithCancel(context.Background())
-		ld.start(lctx, round)
-		select {
-		case <-ld.kill:
-		case <-time.After(loadTimeout):
-			cancel()
-			report(t, l)
-			t.Fatalf("round %d: the load did not reach its kill condition in %v: %s", round, loadTimeout, ld.summary())
-		}
-		ld.crashed.Store(true)
-		kill(t, procs[victim])
-		killed := time.Now()
-		delete(procs, victim)
+func (cl *testCluster) start(t *testing.T, id string) *serveproc.Process {
+	return startChild(t, cl.bin, cl.dir+"/data-"+id, cl.cfg,
+		"--store", cl.storeURL, "--node-id", id, "--lease-time", failoverLease.String())
+}
+
+// round loads the cluster until the kill condition, then hits the node
+// serving the queues with fail (which returns when the node stopped),
+// measures how long the queue goes unserved, drains and checks the ledger.
+func (cl *testCluster) round(t *testing.T, round int, sh shape, fail func(victim string) time.Time) {
+	t.Helper()
+	l := cl.l
+	victim := waitOwner(t, cl.st, queueName)
+	if o := waitOwner(t, cl.st, sessionName); o != victim {
+		t.Fatalf("round %d: the queues are on %s and %s; the node ids were chosen to keep them together", round, victim, o)
+	}
+	ld := newLoad(l, cl.connStr, sh)
+	ld.sessConnStr = cl.sessConn
+	lctx, cancel := context.WithCancel(context.Background())
+	ld.start(lctx, round)
+	select {
+	case <-ld.kill:
+	case <-time.After(loadTimeout):
 		cancel()
-		waitWorkers(t, ld)
-		held := l.crashed()
-		served := waitServed(t, connStr)
-		t.Logf("round %d: killed %s (%s); %d messages locked; queue served again after %v (lease %v)",
-			round, victim, ld.summary(), held, served.Sub(killed).Round(time.Millisecond), failoverLease)
-		if d := served.Sub(killed); d > failoverLease+3*time.Second {
-			t.Errorf("round %d: the queue was unserved for %v, beyond the lease time %v plus 3s of detection and rebuild", round, d, failoverLease)
-		}
-		drain(t, l, connStr)
-		checkSessions(t, l, sessConn, sh.sessions)
-		dst := l.endDrain()
-		t.Logf("round %d: drained: %d messages delivered, %d of %d held at the kill (%d delivered more than once), %d scheduled before it",
-			round, dst.delivered, dst.heldBack, dst.heldAtCrash, dst.heldCounted, dst.scheduledBack)
-		if dst.heldCounted == 0 || dst.scheduledBack == 0 {
-			t.Errorf("round %d exercised too little: %d held messages counted, %d scheduled messages fired after the kill", round, dst.heldCounted, dst.scheduledBack)
-		}
 		report(t, l)
+		t.Fatalf("round %d: the load did not reach its kill condition in %v: %s", round, loadTimeout, ld.summary())
 	}
-	for _, p := range procs {
-		terminate(t, p)
+	ld.crashed.Store(true)
+	stopped := fail(victim)
+	cancel()
+	waitWorkers(t, ld)
+	held := l.crashed()
+	served := waitServed(t, cl.connStr)
+	t.Logf("round %d: stopped %s (%s); %d messages locked; queue served again %v after the node stopped (lease %v)",
+		round, victim, ld.summary(), held, served.Sub(stopped).Round(time.Millisecond), failoverLease)
+	if d := served.Sub(stopped); d > failoverLease+3*time.Second {
+		t.Errorf("round %d: the queue was unserved for %v, beyond the lease time %v plus 3s of detection and rebuild", round, d, failoverLease)
 	}
+	drain(t, l, cl.connStr)
+	checkSessions(t, l, cl.sessConn, sh.sessions)
+	dst := l.endDrain()
+	t.Logf("round %d: drained: %d messages delivered, %d of %d held at the stop (%d delivered more than once), %d scheduled before it",
+		round, dst.delivered, dst.heldBack, dst.heldAtCrash, dst.heldCounted, dst.scheduledBack)
+	if dst.heldCounted == 0 || dst.scheduledBack == 0 {
+		t.Errorf("round %d exercised too little: %d held messages counted, %d scheduled messages fired after the stop", round, dst.heldCounted, dst.scheduledBack)
+	}
+	report(t, l)
 	if t.Failed() {
-		for id, p := range procs {
+		for id, p := range cl.procs {
 			t.Logf("node %s's log:\n%s", id, p.LogTail(16<<10))
 		}
+		t.FailNow()
+	}
+}
+
+// stop stops the remaining nodes with SIGTERM.
+func (cl *testCluster) stop(t *testing.T) {
+	for _, p := range cl.procs {
+		terminate(t, p)
 	}
 }
 

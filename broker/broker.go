@@ -39,6 +39,9 @@ type Options struct {
 	// loaded, its data operations refused with ErrNotOwned until Load. A
 	// node of a cluster runs so and loads the entities it owns (cluster.go).
 	Dormant bool
+	// Created, when set, is called after this broker created a queue or
+	// topic (a cluster node then takes it at once if it is to serve it).
+	Created func(ctx context.Context)
 }
 
 // Observer receives events for metrics. Methods are called synchronously

@@ -37,7 +37,7 @@ func (b *Broker) CreateQueue(ctx context.Context, name string, p QueueProperties
 		return err
 	}
 	pp := fromQueue(p)
-	return b.createTop(ctx, kindQueue, name, pp)
+	return b.created(ctx, b.createTop(ctx, kindQueue, name, pp))
 }
 
 // CreateTopic creates a topic.
@@ -48,7 +48,15 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, p TopicProperties
 	if err := validateEntityName("topic", name); err != nil {
 		return err
 	}
-	return b.createTop(ctx, kindTopic, name, fromTopic(p))
+	return b.created(ctx, b.createTop(ctx, kindTopic, name, fromTopic(p)))
+}
+
+// created calls Options.Created after a successful creation.
+func (b *Broker) created(ctx context.Context, err error) error {
+	if err == nil && b.opts.Created != nil {
+		b.opts.Created(ctx)
+	}
+	return err
 }
 
 func (b *Broker) createTop(ctx context.Context, k entityKind, name string, pp props) error {

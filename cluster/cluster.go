@@ -215,7 +215,12 @@ func (n *Node) Start(ctx context.Context, b *broker.Broker) error {
 
 // Sync brings ownership up to date now (after entities were created, say)
 // instead of at the next tick.
-func (n *Node) Sync(ctx context.Context) error { return n.reconcile(ctx, false) }
+func (n *Node) Sync(ctx context.Context) error {
+	if n.b == nil {
+		return nil // not started
+	}
+	return n.reconcile(ctx, false)
+}
 
 func (n *Node) poke() {
 	select {

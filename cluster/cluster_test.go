@@ -333,3 +333,18 @@ func TestStopHandsOver(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatedQueueServedAtOnce: a queue created through the node that is to
+// serve it can be used as soon as the creation returns.
+func TestCreatedQueueServedAtOnce(t *testing.T) {
+	a := startNode(t, clusterURL(t), "a")
+	for i := range 5 {
+		q := fmt.Sprint("new", i)
+		if err := a.b().CreateQueue(context.Background(), q, broker.QueueProperties{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := send(t, a, q, "first"); err != nil {
+			t.Fatalf("send right after creating %s: %v", q, err)
+		}
+	}
+}

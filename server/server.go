@@ -193,6 +193,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	s.broker, err = broker.Open(ctx, st, broker.Options{
 		Dormant:                   s.node != nil,
+		Created:                   s.created,
 		Clock:                     s.clk,
 		Logger:                    s.log.With("component", "broker"),
 		Observer:                  s.metrics,
@@ -354,6 +355,17 @@ func (s *Server) HTTPAddr() net.Addr {
 		return nil
 	}
 	return s.httpL.Addr()
+}
+
+// created takes a new queue or topic at once when this node is to serve
+// it, so that a client may use it as soon as its creation returns.
+func (s *Server) created(ctx context.Context) {
+	if s.node == nil {
+		return
+	}
+	if err := s.node.Sync(ctx); err != nil {
+		s.log.Warn("taking a new entity", "err", err)
+	}
 }
 
 // Node returns the cluster node, or nil when the server is not one.

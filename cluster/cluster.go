@@ -596,11 +596,24 @@ func (f fenced) Commit(ctx context.Context, b *store.Batch) error {
 		return err
 	}
 	err := f.n.st.Commit(ctx, b)
-	if errors.Is(err, store.ErrConditionFailed) {
-		f.n.poke() // perhaps a lease was lost: find out now
-		return fmt.Errorf("%w (%w)", broker.ErrNotOwned, err)
+	if !errors.Is(err, store.ErrConditionFailed) {
+		return err
 	}
-	return err
+	for _, c := range b.Conds {
+		if bytes.Equal(c.Key, broker.IDCounterKey) {
+			// Another node gave out the next id first: take its counter
+			// (once the caller, which holds the broker's management lock,
+			// has returned), so that its retry succeeds.
+			go func() {
+				if rerr := f.n.b.Refresh(context.Background(), broker.IDCounterKey); rerr != nil {
+					f.n.log.Warn("re-reading the entity id counter", "err", rerr)
+				}
+			}()
+			return fmt.Errorf("%w: another node created an entity at the same time; retry (%w)", broker.ErrNotOwned, err)
+		}
+	}
+	f.n.poke() // perhaps a lease was lost: find out now
+	return fmt.Errorf("%w (%w)", broker.ErrNotOwned, err)
 }
 
 func (f fenced) Get(ctx context.Context, key []byte) ([]byte, error) { return f.n.st.Get(ctx, key) }

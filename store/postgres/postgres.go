@@ -65,9 +65,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Exclusive makes Open fail when another Store with Exclusive set has
 	// the table open, and holds that claim (a session advisory lock on a
-	// connection of its own) until Close: a single node on PostgreSQL, safe
-	// from a second node started by mistake until the cluster's leases
-	// exist.
+	// connection of its own) until Close: for a program that must be the
+	// table's only writer. `busbar serve` does not set it: its nodes share
+	// a table through leases (package cluster).
 	Exclusive bool
 }
 

@@ -35,6 +35,13 @@ type Options struct {
 	// disk until receivers reach it (default DefaultPageWindow; negative:
 	// keep every message in memory). See pager.go.
 	PageWindow int
+	// Dormant starts every entity dormant: known by name, its records not
+	// loaded, its data operations refused with ErrNotOwned until Load. A
+	// node of a cluster runs so and loads the entities it owns (cluster.go).
+	Dormant bool
+	// Created, when set, is called after this broker created a queue or
+	// topic (a cluster node then takes it at once if it is to serve it).
+	Created func(ctx context.Context)
 }
 
 // Observer receives events for metrics. Methods are called synchronously
@@ -227,8 +234,20 @@ func (b *Broker) newToken() LockToken {
 	return t
 }
 
-// lookup finds a queue or topic by name, case-insensitively.
+// lookup finds a queue or topic by name, case-insensitively, for an
+// operation on its messages: a dormant entity (owned by another node of a
+// cluster) is refused with ErrNotOwned.
 func (b *Broker) lookup(name string) (*entity, error) {
+	e, err := b.lookupEntity(name)
+	if err == nil && e.dormant.Load() {
+		return nil, errorf(ErrNotOwned, "%q is served by another node of the cluster", e.name)
+	}
+	return e, err
+}
+
+// lookupEntity finds a queue or topic by name, dormant or not: for
+// management.
+func (b *Broker) lookupEntity(name string) (*entity, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {

@@ -56,7 +56,10 @@ var opNames = [nOpKinds]string{"send", "batch send", "complete", "abandon", "sch
 type load struct {
 	l       *ledger
 	connStr string
-	shape   shape
+	// sessConnStr is the session workers' connection string (default
+	// connStr): in a cluster, the sessions' queue may be on another node.
+	sessConnStr string
+	shape       shape
 
 	crashed atomic.Bool // set just before SIGKILL: errors are expected from then on
 	ops     atomic.Int64
@@ -72,19 +75,23 @@ type load struct {
 }
 
 func newLoad(l *ledger, connStr string, sh shape) *load {
-	return &load{l: l, connStr: connStr, shape: sh, kill: make(chan struct{})}
+	return &load{l: l, connStr: connStr, sessConnStr: connStr, shape: sh, kill: make(chan struct{})}
 }
 
 // start launches the workers; they run until ctx ends or the broker dies.
 func (ld *load) start(ctx context.Context, round int) {
 	run := func(name string, f func(context.Context, *azservicebus.Client) error) {
+		connStr := ld.connStr
+		if strings.HasPrefix(name, "session ") {
+			connStr = ld.sessConnStr
+		}
 		ld.wg.Add(1)
 		go func() {
 			defer ld.wg.Done()
 			// One try, no retries: an operation the crash interrupts fails
 			// and is recorded as unknown, instead of being repeated against
 			// the restarted broker with another outcome.
-			c, err := azservicebus.NewClientFromConnectionString(ld.connStr,
+			c, err := azservicebus.NewClientFromConnectionString(connStr,
 				&azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
 			if err == nil {
 				err = f(ctx, c)

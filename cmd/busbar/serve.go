@@ -40,6 +40,8 @@ Flags:
 
 type serveFlags struct {
 	configPath, dataDir, store, amqpAddr, amqpsAddr, httpAddr string
+	nodeID                                                    string
+	leaseTime                                                 time.Duration
 	tlsCert, tlsKey                                           string
 	selfSigned, pprof, httpTLS                                bool
 	maxMessageKB                                              int64
@@ -63,7 +65,10 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	}
 	str(&f.configPath, "config", "BUSBAR_CONFIG", "", "configuration file (Busbar's, or the emulator's Config.json)")
 	str(&f.dataDir, "data", "BUSBAR_DATA_DIR", "", "data directory (default ./busbar-data)")
-	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (one node; ?busbar_table=NAME picks the table)")
+	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (a cluster node: several nodes share one database; ?busbar_table=NAME picks the table)")
+	str(&f.nodeID, "node-id", "BUSBAR_NODE_ID", "", "with --store postgres://…: this node's id in the cluster (default random)")
+	fs.DurationVar(&f.leaseTime, "lease-time", envDuration("BUSBAR_LEASE_TIME", 0),
+		"with --store postgres://…: how long a node that stopped renewing its heartbeat keeps its entities before other nodes take them over (default 5s) [BUSBAR_LEASE_TIME]")
 	str(&f.amqpAddr, "amqp", "BUSBAR_AMQP_ADDR", "", "plain AMQP listen address (default 127.0.0.1:5672)")
 	str(&f.amqpsAddr, "amqps", "BUSBAR_AMQPS_ADDR", "", "TLS AMQP listen address, e.g. 127.0.0.1:5671 (off by default)")
 	str(&f.httpAddr, "http", "BUSBAR_HTTP_ADDR", "", `management and metrics listen address (default 127.0.0.1:5300; "-" disables)`)
@@ -165,6 +170,7 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	}
 	opts.DataDir = first(f.dataDir, bb.DataDir, server.DefaultDataDir)
 	opts.StoreURL = f.store
+	opts.Cluster.NodeID, opts.Cluster.LeaseTime = f.nodeID, f.leaseTime
 	opts.AMQPAddr = first(f.amqpAddr, bb.AMQPAddr, server.DefaultAMQPAddr)
 	opts.AMQPSAddr = first(f.amqpsAddr, bb.AMQPSAddr)
 	opts.HTTPAddr = first(f.httpAddr, bb.HTTPAddr, server.DefaultHTTPAddr)
@@ -244,4 +250,11 @@ func addrString(a net.Addr) string {
 		return "off"
 	}
 	return a.String()
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

@@ -1,0 +1,172 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/busbar-io/busbar/sas"
+)
+
+// The toolkit keeps its durable state in session states, as JSON:
+//
+//   - saga (SessionStateStore): {"saga", "id", "status", "version",
+//     "started", "updated", "deadline", "timeouts": {name: {seq, due,
+//     kind}}, "state"}, one session per instance;
+//   - schedule: {"format", "definition": {"name", "target", ...}, "hash",
+//     "generation", "paused", "finished", "next", "lastFired", "firings"},
+//     one session of the control queue per schedule;
+//   - pipeline: {"lastTask", "count", "failed", "failedTask", "error",
+//     "started", "updated"}, one session per job in progress.
+//
+// The console recognises them by those fields and lists them.
+
+type sagaView struct {
+	Entity   string                     `json:"entity"`
+	ID       string                     `json:"id"`
+	Saga     string                     `json:"saga"`
+	Status   string                     `json:"status"`
+	Version  int64                      `json:"version"`
+	Started  time.Time                  `json:"started"`
+	Updated  time.Time                  `json:"updated"`
+	Deadline *time.Time                 `json:"deadline,omitempty"`
+	Cause    string                     `json:"cause,omitempty"`
+	Timeouts map[string]json.RawMessage `json:"timeouts,omitempty"`
+	State    json.RawMessage            `json:"state"`
+}
+
+type scheduleView struct {
+	Entity     string `json:"entity"`
+	Session    string `json:"session"`
+	Definition struct {
+		Name   string `json:"name"`
+		Target string `json:"target"`
+		Spec   any    `json:"spec,omitempty"`
+	} `json:"definition"`
+	Generation int64     `json:"generation"`
+	Paused     bool      `json:"paused"`
+	Finished   bool      `json:"finished"`
+	Next       time.Time `json:"next"`
+	LastFired  time.Time `json:"lastFired"`
+	Firings    int       `json:"firings"`
+	Missed     int64     `json:"missed"`
+}
+
+type jobView struct {
+	Entity     string    `json:"entity"`
+	Job        string    `json:"job"`
+	LastTask   int       `json:"lastTask"`
+	Count      int       `json:"count"`
+	Failed     bool      `json:"failed"`
+	FailedTask int       `json:"failedTask"`
+	Error      string    `json:"error,omitempty"`
+	Failures   int       `json:"failures"`
+	Started    time.Time `json:"started"`
+	Updated    time.Time `json:"updated"`
+}
+
+// toolkitState classifies one session state.
+func toolkitState(entity, id string, st []byte, sagas *[]sagaView, scheds *[]scheduleView, jobs *[]jobView) {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(st, &keys) != nil {
+		return
+	}
+	has := func(ks ...string) bool {
+		for _, k := range ks {
+			if _, ok := keys[k]; !ok {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case has("saga", "status", "version", "state"):
+		var v sagaView
+		if json.Unmarshal(st, &v) == nil {
+			v.Entity, v.ID = entity, id
+			*sagas = append(*sagas, v)
+		}
+	case has("format", "definition", "hash", "generation"):
+		var v scheduleView
+		if json.Unmarshal(st, &v) == nil {
+			v.Entity, v.Session = entity, id
+			*scheds = append(*scheds, v)
+		}
+	case has("lastTask", "count", "started", "updated"):
+		var v jobView
+		if json.Unmarshal(st, &v) == nil {
+			v.Entity, v.Job = entity, id
+			*jobs = append(*jobs, v)
+		}
+	}
+}
+
+// toolkit lists the sagas, schedules and pipeline jobs kept in the session
+// states of every session-enabled queue and subscription the key may see.
+func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) error {
+	ctx := r.Context()
+	out := struct {
+		Sagas     []sagaView     `json:"sagas"`
+		Schedules []scheduleView `json:"schedules"`
+		Jobs      []jobView      `json:"jobs"`
+	}{[]sagaView{}, []scheduleView{}, []jobView{}}
+	scan := func(path string) error {
+		if c.need(p, path, sas.Listen) != nil {
+			return nil
+		}
+		ss, err := c.b.Sessions(ctx, path, 0, maxSessionList)
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			if !s.HasState {
+				continue
+			}
+			st, err := c.b.GetSessionState(ctx, path, s.ID)
+			if err != nil {
+				return err
+			}
+			toolkitState(path, s.ID, st, &out.Sagas, &out.Schedules, &out.Jobs)
+		}
+		return nil
+	}
+	if err := c.sessionEntities(ctx, scan); err != nil {
+		return err
+	}
+	return writeJSON(w, out)
+}
+
+// sessionEntities calls f with the path of every session-enabled queue and
+// subscription.
+func (c *Console) sessionEntities(ctx context.Context, f func(path string) error) error {
+	qs, err := c.b.ListQueues(ctx, 0, 0)
+	if err != nil {
+		return err
+	}
+	for _, q := range qs {
+		if q.Properties.RequiresSession {
+			if err := f(q.Name); err != nil {
+				return err
+			}
+		}
+	}
+	ts, err := c.b.ListTopics(ctx, 0, 0)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		subs, err := c.b.ListSubscriptions(ctx, t.Name, 0, 0)
+		if err != nil {
+			continue
+		}
+		for _, s := range subs {
+			if s.Properties.RequiresSession {
+				if err := f(t.Name + "/Subscriptions/" + s.Name); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}

@@ -37,20 +37,16 @@ type sagaView struct {
 }
 
 type scheduleView struct {
-	Entity     string `json:"entity"`
-	Session    string `json:"session"`
-	Definition struct {
-		Name   string `json:"name"`
-		Target string `json:"target"`
-		Spec   any    `json:"spec,omitempty"`
-	} `json:"definition"`
-	Generation int64     `json:"generation"`
-	Paused     bool      `json:"paused"`
-	Finished   bool      `json:"finished"`
-	Next       time.Time `json:"next"`
-	LastFired  time.Time `json:"lastFired"`
-	Firings    int       `json:"firings"`
-	Missed     int64     `json:"missed"`
+	Entity     string         `json:"entity"`
+	Session    string         `json:"session"`
+	Definition map[string]any `json:"definition"` // name, target, the spec (cron, every, ...)
+	Generation int64          `json:"generation"`
+	Paused     bool           `json:"paused"`
+	Finished   bool           `json:"finished"`
+	Next       time.Time      `json:"next"`
+	LastFired  time.Time      `json:"lastFired"`
+	Firings    int            `json:"firings"`
+	Missed     int64          `json:"missed"`
 }
 
 type jobView struct {

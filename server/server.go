@@ -24,6 +24,7 @@ import (
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console"
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/servicebus"
 	"github.com/busbar-io/busbar/store"
@@ -77,6 +78,9 @@ type Options struct {
 	PageWindow int
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
+	// DisableConsole turns off the web console, served by default under
+	// /ui/ on the HTTP listener.
+	DisableConsole bool
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -93,6 +97,7 @@ type Server struct {
 	amqp      *amqp.Server
 	http      *http.Server
 	metrics   *admin.Metrics
+	console   *console.Console
 
 	amqpL, amqpsL, httpL net.Listener
 	rootKey              string
@@ -248,16 +253,28 @@ func (s *Server) serve() error {
 		}(l)
 	}
 	if s.httpL != nil {
-		s.http = &http.Server{
-			Handler: withWebSocket(s.amqp, admin.NewHandler(admin.Options{
+		var h http.Handler = admin.NewHandler(admin.Options{
+			Broker:     s.broker,
+			Authorizer: s.auth,
+			// Tokens, as above, expire on the real clock.
+			Metrics:     s.metrics,
+			EnablePprof: s.opts.EnablePprof,
+			SKU:         s.opts.SKU,
+			Logger:      s.log.With("component", "admin"),
+		})
+		if !s.opts.DisableConsole {
+			if s.console, err = console.New(console.Options{
 				Broker:     s.broker,
 				Authorizer: s.auth,
-				// Tokens, as above, expire on the real clock.
-				Metrics:     s.metrics,
-				EnablePprof: s.opts.EnablePprof,
-				SKU:         s.opts.SKU,
-				Logger:      s.log.With("component", "admin"),
-			})),
+				Counters:   entityCounters(s.metrics),
+				Logger:     s.log.With("component", "console"),
+			}); err != nil {
+				return err
+			}
+			h = withConsole(s.console, h)
+		}
+		s.http = &http.Server{
+			Handler:           withWebSocket(s.amqp, h),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.wg.Add(1)
@@ -356,6 +373,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	if s.console != nil {
+		errs = append(errs, s.console.Close())
+	}
 	if s.broker != nil {
 		errs = append(errs, s.broker.Close())
 	}

@@ -136,7 +136,7 @@ func (c *Console) startJob(w http.ResponseWriter, r *http.Request, p *principal)
 	if err := readJSON(r, &in); err != nil {
 		return err
 	}
-	j, err := c.newJob(r.Context(), p, in)
+	j, err := c.newJob(r.Context(), p, &in)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (c *Console) startJob(w http.ResponseWriter, r *http.Request, p *principal)
 }
 
 // newJob checks a job request and registers the job.
-func (c *Console) newJob(ctx context.Context, p *principal, in jobRequest) (*job, error) {
+func (c *Console) newJob(ctx context.Context, p *principal, in *jobRequest) (*job, error) {
 	bp, err := splitPath(in.Path)
 	if err != nil {
 		return nil, err

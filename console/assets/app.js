@@ -419,7 +419,7 @@ function messageList(ev, opts) {
       h('button', { type: 'button', text: 'Next page', disabled: !next, onclick: () => { history.push(from); load(next); } }),
       h('span', { class: 'muted', text: `${res.messages.length} shown, ${fmtN(res.scanned)} read` })));
   };
-  const form = h('form', { class: 'row', role: 'search', onsubmit: (e) => { e.preventDefault(); history = []; selected.clear(); load(0); } },
+  const form = h('form', { class: 'row', role: 'search', 'aria-label': 'Search messages', onsubmit: (e) => { e.preventDefault(); history = []; selected.clear(); load(0); } },
     Object.entries(inputs).map(([k, el]) => field({ messageId: 'Message id', sessionId: 'Session id', subject: 'Subject', property: 'Property', text: 'Body contains', reason: 'Reason' }[k], el)),
     stateSel ? field('State', stateSel) : null,
     h('button', { type: 'submit', text: 'Search' }));
@@ -440,7 +440,7 @@ function sendForm(ev, done) {
   const props = h('textarea', { rows: 2, name: 'properties', placeholder: '{"priority": 3}' });
   const count = h('input', { name: 'count', type: 'number', min: 1, max: 1000, value: 1 });
   const err = h('div', { class: 'field-error', role: 'alert' });
-  return h('form', { onsubmit: async (e) => {
+  return h('form', { 'aria-label': 'Send a message', onsubmit: async (e) => {
     e.preventDefault(); err.textContent = '';
     let p = {};
     if (props.value.trim()) { try { p = JSON.parse(props.value); } catch (x) { err.textContent = 'Properties must be a JSON object: ' + x.message; return; } }

@@ -9,8 +9,51 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/amqp/message"
+	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/server"
 )
+
+// traffic creates queue q and, until stopped, sends 30 messages a second
+// to it and receives 20, so that its charts have something to show.
+func traffic(t *testing.T, b *broker.Broker, q string) (stop func()) {
+	ctx := context.Background()
+	if err := b.CreateQueue(ctx, q, broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	body, err := message.Encode(nil, &message.Message{Properties: &message.Properties{MessageID: "m"},
+		Body: message.Body{Kind: message.BodyData, Data: [][]byte{[]byte(`{"reading":1}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cons, err := b.NewConsumer(ctx, q, broker.ConsumerOptions{Mode: broker.ReceiveAndDelete, Deliver: func(*broker.Message) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			msgs := []*broker.Message{{Body: body, MessageID: "m"}, {Body: body, MessageID: "m"}, {Body: body, MessageID: "m"}}
+			if err := b.Send(ctx, q, msgs); err != nil {
+				return
+			}
+			cons.AddCredit(2)
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		_ = cons.Close()
+	}
+}
 
 // TestBrowser runs test/node/console_e2e.js: headless Chromium (Debian's
 // chromium, driven by playwright-core) through the console of a real
@@ -42,9 +85,16 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s := start(t)
+	s, err := server.Start(context.Background(), server.Options{DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
+		HTTPAddr: "127.0.0.1:0", Config: testConfig(), ConsoleSampleEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(context.Background()) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	stop := traffic(t, s.Broker(), "telemetry")
+	defer stop()
 	cmd := exec.CommandContext(ctx, node, "console_e2e.js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),

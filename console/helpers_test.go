@@ -20,11 +20,15 @@ const (
 // start runs a broker with the console and the test keys.
 func start(t *testing.T, opts ...busbartest.Option) *busbartest.Server {
 	t.Helper()
-	cfg := &config.File{Busbar: &config.Busbar{SharedAccessPolicies: []config.Policy{
+	return busbartest.Start(t, append([]busbartest.Option{busbartest.WithConfig(testConfig())}, opts...)...)
+}
+
+// testConfig declares the test keys.
+func testConfig() *config.File {
+	return &config.File{Busbar: &config.Busbar{SharedAccessPolicies: []config.Policy{
 		{KeyName: server.RootKeyName, PrimaryKey: rootKey, Rights: []string{"Manage", "Send", "Listen"}},
 		{KeyName: "watcher", PrimaryKey: listenKey, Rights: []string{"Listen"}},
 		{KeyName: "producer", PrimaryKey: sendKey, Rights: []string{"Send"}},
 		{KeyName: "owner", PrimaryKey: ownKey, Rights: []string{"Manage", "Send", "Listen"}, Entity: "own"},
 	}}}
-	return busbartest.Start(t, append([]busbartest.Option{busbartest.WithConfig(cfg)}, opts...)...)
 }

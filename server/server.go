@@ -81,6 +81,9 @@ type Options struct {
 	// DisableConsole turns off the web console, served by default under
 	// /ui/ on the HTTP listener.
 	DisableConsole bool
+	// ConsoleSampleEvery is how often the console samples each entity's
+	// counts for its charts (default 10 s).
+	ConsoleSampleEvery time.Duration
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -264,10 +267,11 @@ func (s *Server) serve() error {
 		})
 		if !s.opts.DisableConsole {
 			if s.console, err = console.New(console.Options{
-				Broker:     s.broker,
-				Authorizer: s.auth,
-				Counters:   entityCounters(s.metrics),
-				Logger:     s.log.With("component", "console"),
+				Broker:      s.broker,
+				Authorizer:  s.auth,
+				Counters:    entityCounters(s.metrics),
+				SampleEvery: s.opts.ConsoleSampleEvery,
+				Logger:      s.log.With("component", "console"),
 			}); err != nil {
 				return err
 			}

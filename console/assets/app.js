@@ -76,11 +76,16 @@ document.getElementById('theme').addEventListener('click', () => {
   applyTheme(t);
 });
 
+// On a phone-width screen the tree folds away behind the Entities button,
+// and folds again after each navigation.
 const $toggle = document.getElementById('nav-toggle');
-$toggle.addEventListener('click', () => {
-  const open = $tree.classList.toggle('collapsed') === false;
-  $toggle.setAttribute('aria-expanded', String(open));
-});
+const phone = matchMedia('(max-width: 720px)');
+function foldTree(folded) {
+  $tree.classList.toggle('collapsed', folded);
+  $toggle.setAttribute('aria-expanded', String(!folded));
+}
+$toggle.addEventListener('click', () => foldTree(!$tree.classList.contains('collapsed')));
+phone.addEventListener('change', (e) => foldTree(e.matches));
 
 document.getElementById('signout').addEventListener('click', async () => {
   await guarded(() => api('POST', 'signout', {}));
@@ -126,7 +131,7 @@ async function start() {
   document.getElementById('signout').hidden = false;
   $toggle.hidden = false;
   $tree.hidden = false;
-  if (matchMedia('(max-width: 720px)').matches) $tree.classList.add('collapsed');
+  foldTree(phone.matches);
   await loadTree();
   route();
 }
@@ -182,6 +187,7 @@ function findNode(path) {
 window.addEventListener('hashchange', () => { if (me) route(); });
 
 async function route() {
+  if (phone.matches) foldTree(true);
   markTree();
   const parts = (location.hash.slice(2) || '').split('/');
   stopTimers();
@@ -273,6 +279,9 @@ function chart(samples, series, label) {
     svg.append(h('polyline', { svg: true, points: pts, fill: 'none', 'stroke-width': 2, class: cls, stroke: `var(--chart-${cls})` }));
   }
   svg.append(h('text', { svg: true, x: 2, y: 14, fill: 'currentColor', 'font-size': 11, text: fmtRate(top) }));
+  const clock = (t) => new Date(t * 1000).toLocaleTimeString('en-GB');
+  svg.append(h('text', { svg: true, x: P, y: H - 6, fill: 'currentColor', 'font-size': 11, text: clock(t0) }));
+  svg.append(h('text', { svg: true, x: W - P, y: H - 6, fill: 'currentColor', 'font-size': 11, 'text-anchor': 'end', text: clock(t1) }));
   svg.append(h('title', { svg: true, text: label }));
   return svg;
 }
@@ -555,22 +564,24 @@ async function sessionsTab(ev, body) {
     const s = await guarded(() => api('GET', 'session?' + q({ path: ev.path, id })));
     if (!s) return;
     let text = s.isText ? s.text : s.base64;
-    let isJSON = false;
+    let isJSON = s.isText && !text; // an empty state is edited as JSON
     if (s.isText && text) { try { text = JSON.stringify(JSON.parse(text), null, 2); isJSON = true; } catch { /* not JSON */ } }
     const ta = h('textarea', { rows: 14, name: 'state', value: text });
+    const asJSON = h('input', { type: 'checkbox', name: 'asJSON', checked: isJSON, disabled: !s.isText });
     const note = h('div', { class: 'field-error', role: 'alert' });
     const check = () => {
-      if (!isJSON) return true;
-      try { JSON.parse(ta.value || 'null'); note.textContent = ''; return true; } catch (e) { note.textContent = 'Not valid JSON: ' + e.message; return false; }
+      if (!asJSON.checked || !ta.value.trim()) { note.textContent = ''; ta.removeAttribute('aria-invalid'); return true; }
+      try { JSON.parse(ta.value); note.textContent = ''; ta.removeAttribute('aria-invalid'); return true; } catch (e) { note.textContent = 'Not valid JSON: ' + e.message; ta.setAttribute('aria-invalid', 'true'); return false; }
     };
     ta.addEventListener('input', check);
+    asJSON.addEventListener('change', check);
     editor.replaceChildren(h('section', { class: 'viewer', 'aria-label': `Session ${id}` },
       h('h2', { text: `Session ${id}` }), h('p', { class: 'muted', text: `${fmtN(s.size)} bytes${isJSON ? ', JSON' : s.isText ? ', text' : ', binary (base64)'}` }),
-      field('State', ta), note,
+      field('State', ta), h('label', { class: 'inline' }, asJSON, 'JSON (checked as you type)'), note,
       can('Manage') ? h('div', { class: 'row' },
         h('button', { type: 'button', class: 'primary', text: 'Save state', onclick: async () => {
           if (!check()) return;
-          const state = isJSON && ta.value.trim() ? JSON.stringify(JSON.parse(ta.value)) : ta.value;
+          const state = asJSON.checked && ta.value.trim() ? JSON.stringify(JSON.parse(ta.value)) : ta.value;
           const r = await guarded(() => api('POST', 'session', { path: ev.path, id, state, base64: !s.isText }));
           if (r) { say(`Saved the state of session ${id}`); load().then(() => openSession(id)); }
         } }),

@@ -234,7 +234,6 @@ func (c *Console) run(ctx context.Context, j *job, in jobRequest) {
 			t.close()
 			return
 		}
-		held = append(held, t)
 		var pick []*broker.Message
 		fresh := 0
 		for _, m := range t.msgs {
@@ -248,11 +247,18 @@ func (c *Console) run(ctx context.Context, j *job, in jobRequest) {
 			}
 		}
 		if fresh == 0 {
+			t.close()
 			return // only dead letters already examined, whose locks expired
 		}
 		j.update(func(r *Report) { r.Examined += fresh; r.Matched += len(pick) })
 		if len(pick) > 0 {
 			c.settleBatch(ctx, j, in, dlq, pick)
+		}
+		if len(pick) < len(t.msgs) {
+			t.msgs = nil // keep the consumer, which holds the locks, not the messages
+			held = append(held, t)
+		} else {
+			t.close()
 		}
 		if len(want) > 0 && j.report().Matched >= len(want) {
 			return

@@ -123,6 +123,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "Connection string:\n  %s\n", srv.ConnectionString())
 	}
+	if a := srv.HTTPAddr(); a != nil && f.console {
+		scheme := "http"
+		if f.httpTLS {
+			scheme = "https"
+		}
+		fmt.Fprintf(stdout, "Web console:\n  %s://%s/ui/\n", scheme, a)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)

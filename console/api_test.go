@@ -366,7 +366,9 @@ func TestResubmit(t *testing.T) {
 	}
 
 	// Selected by sequence number, to another entity.
-	var dl struct{ Messages []struct{ SequenceNumber int64 } }
+	var dl struct {
+		Messages []struct{ SequenceNumber int64 }
+	}
 	c.must("GET", "messages?path=orders&subqueue=deadletter&count=3", nil, &dl)
 	seqs := []int64{dl.Messages[0].SequenceNumber, dl.Messages[2].SequenceNumber}
 	r = c.runJob(map[string]any{"kind": "resubmit", "path": "orders", "sequenceNumbers": seqs, "target": "parking"})
@@ -427,7 +429,9 @@ func TestSessionState(t *testing.T) {
 	if st.Text != `{"step":2}` || !st.IsText {
 		t.Fatalf("state: %+v", st)
 	}
-	var tk struct{ Sagas []struct{ ID, Saga, Status string } }
+	var tk struct {
+		Sagas []struct{ ID, Saga, Status string }
+	}
 	c.must("GET", "toolkit", nil, &tk)
 	if fmt.Sprint(tk.Sagas) != "[{b s running}]" {
 		t.Fatalf("toolkit: %+v", tk)

@@ -20,7 +20,10 @@ import (
 //   - pipeline: {"lastTask", "count", "failed", "failedTask", "error",
 //     "started", "updated"}, one session per job in progress.
 //
-// The console recognises them by those fields and lists them.
+// The console recognises them by those fields and lists them. A pipeline's
+// failed jobs, kept by its BrokerStore, are the sessions of a
+// session-enabled queue whose messages carry PipelineReason: one session per
+// job, one message per task set aside.
 
 type sagaView struct {
 	Entity   string                     `json:"entity"`
@@ -47,6 +50,46 @@ type scheduleView struct {
 	LastFired  time.Time      `json:"lastFired"`
 	Firings    int            `json:"firings"`
 	Missed     int64          `json:"missed"`
+}
+
+// failedTask is a task a pipeline set aside, as its BrokerStore keeps it.
+type failedTask struct {
+	Entity   string `json:"entity"`
+	Job      string `json:"job"`
+	Sequence int64  `json:"sequenceNumber"`
+	Type     string `json:"type"`
+	Index    any    `json:"index"`
+	Reason   string `json:"reason"`
+	Error    string `json:"error"`
+	Attempts any    `json:"attempts"`
+	FailedAt string `json:"failedAt,omitempty"`
+}
+
+// maxFailedScan bounds the messages the toolkit view reads per queue for
+// failed pipeline tasks.
+const maxFailedScan = 4096
+
+// failedTasks lists the pipeline tasks set aside in path.
+func (c *Console) failedTasks(ctx context.Context, path string) ([]failedTask, error) {
+	ms, err := c.b.Peek(ctx, path, 0, maxFailedScan)
+	if err != nil {
+		return nil, err
+	}
+	var out []failedTask
+	for _, m := range ms {
+		reason, ok := m.Properties["PipelineReason"].(string)
+		if !ok {
+			continue
+		}
+		ft := failedTask{Entity: path, Job: m.SessionID, Sequence: m.SequenceNumber, Type: m.Subject, Reason: reason,
+			Index: m.Properties["PipelineTaskIndex"], Attempts: m.Properties["PipelineAttempts"]}
+		ft.Error, _ = m.Properties["PipelineError"].(string)
+		if ms, ok := m.Properties["PipelineFailedAt"].(int64); ok {
+			ft.FailedAt = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+		}
+		out = append(out, ft)
+	}
+	return out, nil
 }
 
 type jobView struct {
@@ -106,11 +149,17 @@ func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) 
 		Sagas     []sagaView     `json:"sagas"`
 		Schedules []scheduleView `json:"schedules"`
 		Jobs      []jobView      `json:"jobs"`
-	}{[]sagaView{}, []scheduleView{}, []jobView{}}
+		Failed    []failedTask   `json:"failed"`
+	}{[]sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}}
 	scan := func(path string) error {
 		if c.need(p, path, sas.Listen) != nil {
 			return nil
 		}
+		failed, err := c.failedTasks(ctx, path)
+		if err != nil {
+			return err
+		}
+		out.Failed = append(out.Failed, failed...)
 		ss, err := c.b.Sessions(ctx, path, 0, maxSessionList)
 		if err != nil {
 			return err

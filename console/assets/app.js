@@ -741,7 +741,11 @@ async function toolkitPage() {
       ['Next firing', (x) => x.paused ? 'paused' : x.finished ? 'finished' : t(x.next)], ['Last fired', (x) => t(x.lastFired)], ['Firings', (x) => x.firings], ['Missed', (x) => x.missed]], r.schedules, 'No schedules.'),
     h('h2', { text: `Pipeline jobs in progress (${r.jobs.length})` }),
     table([['Job', (x) => sess(x.entity, x.job)], ['Progress', (x) => `${x.lastTask + 1} of ${x.count}`], ['Failed', (x) => x.failed ? `task ${x.failedTask}` : ''],
-      ['Error', (x) => x.error], ['Started', (x) => t(x.started)], ['Updated', (x) => t(x.updated)]], r.jobs, 'No jobs in progress.'));
+      ['Error', (x) => x.error], ['Started', (x) => t(x.started)], ['Updated', (x) => t(x.updated)]], r.jobs, 'No jobs in progress.'),
+    h('h2', { text: `Failed pipeline tasks (${r.failed.length})` }),
+    table([['Job', (x) => sess(x.entity, x.job)], ['Task', (x) => `${x.index} ${x.type || ''}`], ['Reason', (x) => x.reason], ['Error', (x) => x.error],
+      ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)]], r.failed, 'No failed tasks in a broker failed-job store.'),
+    h('p', { class: 'muted', text: 'Pausing, resuming or triggering a schedule and resubmitting a failed job go through the toolkit itself: busbar schedule pause|resume|trigger NAME and busbar job resubmit JOB.' }));
 }
 
 // ---- boot ----------------------------------------------------------------

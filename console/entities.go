@@ -18,22 +18,22 @@ import (
 
 // counts are an entity's message counts and rates, as the tree shows them.
 type counts struct {
-	Active         int64   `json:"active"`
-	DeadLetter     int64   `json:"deadLetter"`
-	Scheduled      int64   `json:"scheduled"`
-	Deferred       int64   `json:"deferred"`
-	Transfer       int64   `json:"transfer"`
-	TransferDL     int64   `json:"transferDeadLetter"`
-	Total          int64   `json:"total"`
-	SizeInBytes    int64   `json:"sizeInBytes"`
-	InPerSecond    float64 `json:"inPerSecond"`
-	OutPerSecond   float64 `json:"outPerSecond"`
-	Subscriptions  int64   `json:"subscriptions,omitempty"`
-	AccessedAt     string  `json:"accessedAt,omitempty"`
-	UpdatedAt      string  `json:"updatedAt,omitempty"`
-	CreatedAt      string  `json:"createdAt,omitempty"`
-	RequiresSesion bool    `json:"requiresSession"`
-	Status         string  `json:"status"`
+	Active          int64   `json:"active"`
+	DeadLetter      int64   `json:"deadLetter"`
+	Scheduled       int64   `json:"scheduled"`
+	Deferred        int64   `json:"deferred"`
+	Transfer        int64   `json:"transfer"`
+	TransferDL      int64   `json:"transferDeadLetter"`
+	Total           int64   `json:"total"`
+	SizeInBytes     int64   `json:"sizeInBytes"`
+	InPerSecond     float64 `json:"inPerSecond"`
+	OutPerSecond    float64 `json:"outPerSecond"`
+	Subscriptions   int64   `json:"subscriptions,omitempty"`
+	AccessedAt      string  `json:"accessedAt,omitempty"`
+	UpdatedAt       string  `json:"updatedAt,omitempty"`
+	CreatedAt       string  `json:"createdAt,omitempty"`
+	RequiresSession bool    `json:"requiresSession"`
+	Status          string  `json:"status"`
 }
 
 // node is an entity in the tree.
@@ -58,7 +58,7 @@ func (c *Console) countsOf(path string, rt broker.RuntimeInfo, requiresSession b
 		Deferred: rt.DeferredMessageCount, Transfer: rt.TransferMessageCount, TransferDL: rt.TransferDeadLetterMessageCount,
 		Total: rt.TotalMessageCount, SizeInBytes: rt.SizeInBytes, InPerSecond: in, OutPerSecond: out,
 		Subscriptions: rt.SubscriptionCount, AccessedAt: ts(rt.AccessedAt), UpdatedAt: ts(rt.UpdatedAt), CreatedAt: ts(rt.CreatedAt),
-		RequiresSesion: requiresSession, Status: string(status)}
+		RequiresSession: requiresSession, Status: string(status)}
 }
 
 // tree lists the entities the key may see, with their counts and rates.

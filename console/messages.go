@@ -486,7 +486,7 @@ func (c *Console) receive(w http.ResponseWriter, r *http.Request, p *principal) 
 	if err != nil {
 		return err
 	}
-	t, err := c.take(r.Context(), sp, in.Count, mode, sp == in.Path && ev.Counts.RequiresSesion, in.SessionID)
+	t, err := c.take(r.Context(), sp, in.Count, mode, sp == in.Path && ev.Counts.RequiresSession, in.SessionID)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,41 @@ import (
 
 	"github.com/busbar-io/busbar/amqp/message"
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
+	"github.com/busbar-io/busbar/console/ops"
+	"github.com/busbar-io/busbar/pipeline"
+	"github.com/busbar-io/busbar/schedule"
 	"github.com/busbar-io/busbar/server"
 )
+
+// toolkitState makes what the toolkit view shows: a schedule "nightly" in
+// the control queue "schedules", and a failed job "order-7" of the
+// pipeline "purchases", made by the toolkit packages themselves.
+func toolkitState(t *testing.T, s *server.Server) {
+	ctx := context.Background()
+	for _, q := range []string{"schedules", "purchases", "purchases" + pipeline.FailedQueueSuffix} {
+		if err := s.Broker().CreateQueue(ctx, q, broker.QueueProperties{RequiresSession: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Broker().CreateQueue(ctx, "reports", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	client := busbartest.NewClient(t, server.ConnectionString(s.AMQPAddr().String(), server.RootKeyName, rootKey))
+	sch, err := schedule.New(client, "schedules", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sch.Put(ctx, schedule.Definition{Name: "nightly", Spec: schedule.Spec{Cron: "0 0 3 * * *", TimeZone: "UTC"}, Target: "reports"}); err != nil {
+		t.Fatal(err)
+	}
+	store := pipeline.NewBrokerStore(client, "purchases"+pipeline.FailedQueueSuffix)
+	defer func() { _ = store.Close(ctx) }()
+	if err := store.Add(ctx, pipeline.FailedTask{Job: "order-7", Index: 1, Count: 2, Last: true, Type: "charge", Body: []byte("{}"),
+		Reason: pipeline.ReasonFailed, Error: "card declined", Attempts: 3, FailedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // traffic creates queue q and, until stopped, sends 30 messages a second
 // to it and receives 20, so that its charts have something to show.
@@ -86,7 +119,7 @@ func TestBrowser(t *testing.T) {
 		}
 	}
 	s, err := server.Start(context.Background(), server.Options{DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0",
-		HTTPAddr: "127.0.0.1:0", Config: testConfig(), ConsoleSampleEvery: time.Second})
+		HTTPAddr: "127.0.0.1:0", Config: testConfig(), ConsoleSampleEvery: time.Second, ConsoleToolkit: ops.Toolkit{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +128,7 @@ func TestBrowser(t *testing.T) {
 	defer cancel()
 	stop := traffic(t, s.Broker(), "telemetry")
 	defer stop()
+	toolkitState(t, s)
 	cmd := exec.CommandContext(ctx, node, "console_e2e.js")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),

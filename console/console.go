@@ -36,6 +36,13 @@ type Options struct {
 	Authorizer *sas.Authorizer
 	// Counters feeds the in/out rates; nil shows backlog only.
 	Counters Counters
+	// AMQPAddr is the broker's plain AMQP listener ("host:port"), which the
+	// Toolkit's operations connect to.
+	AMQPAddr string
+	// Toolkit carries out the toolkit's own operations (pause, resume and
+	// trigger a schedule; resubmit a failed pipeline job). Nil shows the
+	// toolkit's state without them.
+	Toolkit Toolkit
 	// Now reads the time for tokens and samples (default time.Now).
 	Now func() time.Time
 	// SampleEvery is the interval of the per-entity samples (default 10 s);
@@ -149,6 +156,7 @@ func (c *Console) routes() {
 	h("GET /ui/api/session", c.getSession)
 	h("POST /ui/api/session", c.setSession)
 	h("GET /ui/api/toolkit", c.toolkit)
+	h("POST /ui/api/toolkit", c.toolkitAction)
 }
 
 // ServeHTTP serves the assets under Prefix and the API under Prefix+"api/".

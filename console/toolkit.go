@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"time"
 
@@ -24,6 +25,67 @@ import (
 // failed jobs, kept by its BrokerStore, are the sessions of a
 // session-enabled queue whose messages carry PipelineReason: one session per
 // job, one message per task set aside.
+
+// Toolkit runs the toolkit packages' own operations for the console, as
+// the signed-in key: connStr is a connection string to the broker's AMQP
+// listener carrying the key's SAS token. cmd/busbar implements it with the
+// schedule and pipeline packages, so the console never rewrites their state
+// itself.
+type Toolkit interface {
+	// Schedule pauses, resumes or triggers schedule name of control queue.
+	Schedule(ctx context.Context, connStr, queue, name, op string) error
+	// ResubmitJob resubmits failed job of pipeline queue from its failed
+	// task, and returns the new job's id.
+	ResubmitJob(ctx context.Context, connStr, queue, job string) (string, error)
+}
+
+// pipelineSuffix ends the name of a pipeline's broker failed-job store
+// (pipeline.FailedQueueSuffix).
+const pipelineSuffix = "-failed"
+
+// toolkitAction runs a Toolkit operation. It needs the Manage right on the
+// queue concerned.
+func (c *Console) toolkitAction(w http.ResponseWriter, r *http.Request, p *principal) error {
+	var in struct {
+		Op    string `json:"op"`    // pause, resume, trigger, resubmit
+		Queue string `json:"queue"` // the schedules' control queue, or the pipeline's queue
+		Name  string `json:"name"`  // the schedule, or the failed job
+	}
+	if err := readJSON(r, &in); err != nil {
+		return err
+	}
+	if c.o.Toolkit == nil {
+		return httpError(http.StatusNotImplemented, "this broker runs no toolkit operations from the console")
+	}
+	if in.Queue == "" || in.Name == "" {
+		return badRequest("name the queue and the schedule or job")
+	}
+	if err := c.need(p, in.Queue, sas.Manage); err != nil {
+		return err
+	}
+	cs := "Endpoint=sb://" + c.o.AMQPAddr + ";SharedAccessSignature=" + p.token + ";UseDevelopmentEmulator=true"
+	out := map[string]string{"op": in.Op, "name": in.Name}
+	var err error
+	switch in.Op {
+	case "pause", "resume", "trigger":
+		err = c.o.Toolkit.Schedule(r.Context(), cs, in.Queue, in.Name, in.Op)
+	case "resubmit":
+		if err = c.need(p, in.Queue+pipelineSuffix, sas.Manage); err == nil {
+			out["job"], err = c.o.Toolkit.ResubmitJob(r.Context(), cs, in.Queue, in.Name)
+		}
+	default:
+		return badRequest("op %q is not pause, resume, trigger or resubmit", in.Op)
+	}
+	if err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			return err
+		}
+		return httpError(http.StatusBadGateway, "%s %s: %v", in.Op, in.Name, err)
+	}
+	c.log.Info("console toolkit operation", "key", p.keyName, "op", in.Op, "queue", in.Queue, "name", in.Name)
+	return writeJSON(w, out)
+}
 
 type sagaView struct {
 	Entity   string                     `json:"entity"`
@@ -146,11 +208,12 @@ func toolkitState(entity, id string, st []byte, sagas *[]sagaView, scheds *[]sch
 func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) error {
 	ctx := r.Context()
 	out := struct {
+		Actions   bool           `json:"actions"` // the Toolkit's operations are available
 		Sagas     []sagaView     `json:"sagas"`
 		Schedules []scheduleView `json:"schedules"`
 		Jobs      []jobView      `json:"jobs"`
 		Failed    []failedTask   `json:"failed"`
-	}{[]sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}}
+	}{c.o.Toolkit != nil, []sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}}
 	scan := func(path string) error {
 		if c.need(p, path, sas.Listen) != nil {
 			return nil

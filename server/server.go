@@ -84,6 +84,9 @@ type Options struct {
 	// ConsoleSampleEvery is how often the console samples each entity's
 	// counts for its charts (default 10 s).
 	ConsoleSampleEvery time.Duration
+	// ConsoleToolkit runs the toolkit's operations from the console (see
+	// console.Toolkit); nil shows the toolkit's state only.
+	ConsoleToolkit console.Toolkit
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -271,6 +274,8 @@ func (s *Server) serve() error {
 				Authorizer:  s.auth,
 				Counters:    entityCounters(s.metrics),
 				SampleEvery: s.opts.ConsoleSampleEvery,
+				AMQPAddr:    s.amqpL.Addr().String(),
+				Toolkit:     s.opts.ConsoleToolkit,
 				Logger:      s.log.With("component", "console"),
 			}); err != nil {
 				return err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -145,7 +146,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":

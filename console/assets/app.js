@@ -24,6 +24,12 @@ function h(tag, attrs = {}, ...kids) {
   return el;
 }
 
+// put replaces el's children, leaving out the null, undefined and false
+// that conditional parts give.
+function put(el, ...kids) {
+  el.replaceChildren(...kids.flat().filter((k) => k !== null && k !== undefined && k !== false));
+}
+
 let uid = 0;
 // field returns a labelled input (or select/textarea given as el).
 function field(label, el, hint) {
@@ -122,7 +128,7 @@ function showSignIn(err) {
     field('Key name', kn), field('Key', key), field('Entity path (for a key of one entity)', ep)),
   msg,
   h('button', { class: 'primary', type: 'submit', text: 'Sign in' }));
-  $main.replaceChildren(form);
+  put($main, form);
   cs.focus();
 }
 
@@ -156,7 +162,7 @@ function renderTree() {
     h('ul', {}, (t.subscriptions || []).map((s) => h('li', {}, treeLink(s, s.name, 'sub'),
       h('ul', {}, (s.rules || []).map((r) => h('li', {}, h('a', { href: `#/e/${enc(s.path)}/rules` },
         h('span', { class: 'kind', text: 'rule' }), h('span', { text: r.name })))))))))));
-  $tree.replaceChildren(
+  put($tree, 
     h('ul', {}, h('li', {}, h('a', { href: '#/' }, h('span', { text: 'Namespace' }))),
       h('li', {}, h('a', { href: '#/toolkit' }, h('span', { text: 'Toolkit' })))),
     h('h2', { text: 'Queues' }), qs, h('h2', { text: 'Topics' }), ts);
@@ -221,7 +227,7 @@ async function namespacePage() {
     rows.push(countsRow(t, t.name));
     for (const s of t.subscriptions || []) rows.push(countsRow(s, `${t.name} › ${s.name}`));
   }
-  $main.replaceChildren(
+  put($main, 
     h('h1', { text: 'Namespace' }),
     can('Manage') ? h('div', { class: 'row' },
       h('a', { class: 'button', href: '#/new/queue', text: 'New queue' }),
@@ -238,7 +244,7 @@ async function namespacePage() {
 
 async function entityPage(path, tab) {
   const ev = await guarded(() => api('GET', 'entity?' + q({ path })));
-  if (!ev) { $main.replaceChildren(h('h1', { text: path }), h('p', { class: 'error', text: 'Not found, or not visible to this key.' })); return; }
+  if (!ev) { put($main, h('h1', { text: path }), h('p', { class: 'error', text: 'Not found, or not visible to this key.' })); return; }
   const tabs = [['overview', 'Overview'], ['messages', 'Messages'], ['deadletters', 'Dead letters']];
   if (ev.counts.requiresSession) tabs.push(['sessions', 'Sessions']);
   if (ev.kind !== 'subscription') tabs.push(['scheduled', 'Scheduled']);
@@ -246,7 +252,7 @@ async function entityPage(path, tab) {
   if (ev.kind === 'subscription') tabs.push(['rules', 'Rules']);
   tabs.push(['properties', 'Properties']);
   const body = h('div', {});
-  $main.replaceChildren(
+  put($main, 
     h('h1', {}, h('span', { class: 'muted', text: ev.kind + ' ' }), ev.path),
     h('nav', { class: 'tabs', 'aria-label': 'Entity views' }, tabs.map(([id, label]) =>
       h('a', { href: `#/e/${enc(path)}/${id}`, 'aria-current': id === tab ? 'page' : null, text: label }))),
@@ -291,7 +297,7 @@ async function overviewTab(ev, body) {
     const e2 = await guarded(() => api('GET', 'entity?' + q({ path: ev.path })));
     const st = await guarded(() => api('GET', 'stats?' + q({ path: ev.path })));
     if (!e2 || !st) return;
-    body.replaceChildren(cards(e2.counts),
+    put(body, cards(e2.counts),
       h('h2', { text: 'Last hour' }),
       h('div', { class: 'legend' }, h('span', { class: 'in', text: 'in/s' }), h('span', { class: 'out', text: 'out/s' })),
       chart(st.samples, [['in', 'in'], ['out', 'out']], 'Messages in and out per second over the last hour'),
@@ -410,14 +416,14 @@ function messageList(ev, opts) {
         onchange: (e) => { if (e.target.checked) selected.add(m.sequenceNumber); else selected.delete(m.sequenceNumber); } }) : null;
       const tr = h('tr', {}, opts.select ? h('td', {}, cb) : null,
         h('td', { class: 'num' }, h('button', { type: 'button', class: 'link', 'aria-label': `Show message ${m.sequenceNumber}`, text: String(m.sequenceNumber),
-          onclick: () => { for (const r of list.querySelectorAll('tr')) r.classList.remove('selected'); tr.classList.add('selected'); detail.replaceChildren(viewer(m)); } })),
+          onclick: () => { for (const r of list.querySelectorAll('tr')) r.classList.remove('selected'); tr.classList.add('selected'); put(detail, viewer(m)); } })),
         h('td', { class: 'mono', text: m.messageId }), h('td', { text: m.state }), h('td', { text: m.sessionId || '' }),
         h('td', { text: m.subject || '' }), h('td', { text: (m.enqueuedTime || '').replace('T', ' ').slice(0, 19) }),
         opts.subqueue === 'deadletter' ? h('td', { text: m.deadLetterReason || '' }) : h('td', { class: 'num', text: m.deliveryCount }),
         h('td', { class: 'num', text: fmtN(m.size) }));
       return tr;
     });
-    list.replaceChildren(h('table', {},
+    put(list, h('table', {},
       h('thead', {}, h('tr', {}, opts.select ? h('th', { text: '' }) : null, h('th', { class: 'num', text: 'Seq' }),
         ['Message id', 'State', 'Session', 'Subject', 'Enqueued'].map((t) => h('th', { text: t })),
         h('th', { text: opts.subqueue === 'deadletter' ? 'Reason' : 'Deliveries' }), h('th', { class: 'num', text: 'Bytes' }))),
@@ -473,7 +479,7 @@ async function messagesTab(ev, body) {
     const r = await guarded(() => api('POST', 'receive', { path: ev.path, count: Number(n.value) || 1, mode, sessionId: sid.value }));
     if (r) { say(`${mode === 'delete' ? 'Received and deleted' : 'Dead-lettered'} ${r.messages.length} message(s)`); list.reload(); loadTree(); }
   };
-  body.replaceChildren(
+  put(body, 
     can('Listen') ? h('div', { class: 'row' }, field('Messages', n), ev.counts.requiresSession ? field('Session (empty: next)', sid) : null,
       h('button', { type: 'button', text: 'Receive and delete', onclick: () => receive('delete') }),
       h('button', { type: 'button', text: 'Dead-letter', onclick: () => receive('deadletter') })) : null,
@@ -489,7 +495,7 @@ async function deadLettersTab(ev, body) {
   const loadReasons = async () => {
     const r = await guarded(() => api('GET', 'deadletters?' + q({ path: ev.path })));
     if (!r) return;
-    reasons.replaceChildren(h('h2', { text: `Reasons (${fmtN(r.total)} dead letters)` }),
+    put(reasons, h('h2', { text: `Reasons (${fmtN(r.total)} dead letters)` }),
       h('div', { class: 'table-wrap' }, h('table', {}, h('thead', {}, h('tr', {}, h('th', { text: 'Reason' }), h('th', { class: 'num', text: 'Count' }), h('th', { text: 'Example description' }))),
         h('tbody', {}, r.reasons.map((g) => h('tr', {}, h('td', {}, h('button', { type: 'button', text: g.reason || '(none)', 'aria-label': `Show dead letters with reason ${g.reason || 'none'}`,
           onclick: () => { const el = list.el.querySelector('input[name=reason]'); el.value = g.reason; list.el.querySelector('form').requestSubmit(); } })),
@@ -505,7 +511,7 @@ async function deadLettersTab(ev, body) {
     if (!job) return;
     const bar = h('progress', { max: Math.max(job.total, 1), value: 0, 'aria-label': `${kind} progress` });
     const line = h('p', {});
-    progress.replaceChildren(bar, line);
+    put(progress, bar, line);
     while (true) {
       bar.max = Math.max(job.total, job.examined, 1); bar.value = job.examined;
       line.textContent = `${kind}: examined ${fmtN(job.examined)} of ${fmtN(job.total)}, selected ${fmtN(job.matched)}, done ${fmtN(job.done)}, failed ${fmtN(job.failed)}`;
@@ -521,7 +527,7 @@ async function deadLettersTab(ev, body) {
       h('p', { class: 'muted', text: `Started ${job.started}, ended ${job.ended}` })));
     list.selected.clear(); list.reload(); loadReasons(); loadTree();
   };
-  body.replaceChildren(reasons, h('h2', { text: 'Dead-lettered messages' }), list.el,
+  put(body, reasons, h('h2', { text: 'Dead-lettered messages' }), list.el,
     can('Manage') ? h('fieldset', {}, h('legend', { text: 'Resubmit or purge' }),
       field('Resubmit to (empty: the source entity)', target),
       h('div', { class: 'row' },
@@ -535,7 +541,7 @@ async function deadLettersTab(ev, body) {
 
 async function scheduledTab(ev, body) {
   const list = messageList(ev, { subqueue: 'main', state: 'Scheduled', select: can('Send') });
-  body.replaceChildren(list.el, can('Send') ? h('button', { type: 'button', class: 'danger', text: 'Cancel selected', onclick: async () => {
+  put(body, list.el, can('Send') ? h('button', { type: 'button', class: 'danger', text: 'Cancel selected', onclick: async () => {
     const seqs = [...list.selected];
     if (!seqs.length) { say('Select scheduled messages first', true); return; }
     const r = await guarded(() => api('POST', 'cancel', { path: ev.path, sequenceNumbers: seqs }));
@@ -550,7 +556,7 @@ async function sessionsTab(ev, body) {
   const load = async () => {
     const r = await guarded(() => api('GET', 'sessions?' + q({ path: ev.path })));
     if (!r) return;
-    body.replaceChildren(h('div', { class: 'table-wrap' }, h('table', {},
+    put(body, h('div', { class: 'table-wrap' }, h('table', {},
       h('thead', {}, h('tr', {}, h('th', { text: 'Session' }), h('th', { class: 'num', text: 'Messages' }), h('th', { class: 'num', text: 'State bytes' }), h('th', { text: 'State updated' }), h('th', { text: 'Locked until' }))),
       h('tbody', {}, r.sessions.length ? r.sessions.map((s) => h('tr', {},
         h('td', {}, h('button', { type: 'button', text: s.id || '(empty id)', 'aria-label': `Open session ${s.id}`, onclick: () => openSession(s.id) })),
@@ -575,7 +581,7 @@ async function sessionsTab(ev, body) {
     };
     ta.addEventListener('input', check);
     asJSON.addEventListener('change', check);
-    editor.replaceChildren(h('section', { class: 'viewer', 'aria-label': `Session ${id}` },
+    put(editor, h('section', { class: 'viewer', 'aria-label': `Session ${id}` },
       h('h2', { text: `Session ${id}` }), h('p', { class: 'muted', text: `${fmtN(s.size)} bytes${isJSON ? ', JSON' : s.isText ? ', text' : ', binary (base64)'}` }),
       field('State', ta), h('label', { class: 'inline' }, asJSON, 'JSON (checked as you type)'), note,
       can('Manage') ? h('div', { class: 'row' },
@@ -622,8 +628,8 @@ function propertyForm(fields, onSubmit, submitLabel) {
 }
 
 async function propertiesTab(ev, body) {
-  if (!can('Manage')) { body.replaceChildren(h('table', {}, h('tbody', {}, ev.properties.map((f) => h('tr', {}, h('th', { scope: 'row', text: f.name }), h('td', { text: String(f.value) })))))); return; }
-  body.replaceChildren(propertyForm(ev.properties, async (props) => {
+  if (!can('Manage')) { put(body, h('table', {}, h('tbody', {}, ev.properties.map((f) => h('tr', {}, h('th', { scope: 'row', text: f.name }), h('td', { text: String(f.value) })))))); return; }
+  put(body, propertyForm(ev.properties, async (props) => {
     await api('POST', 'entity', { kind: ev.kind, path: ev.path, properties: props });
     say(`Saved ${ev.path}`); route();
   }, 'Save properties'));
@@ -650,13 +656,13 @@ function createPage(kind, topic) {
     say(`Created ${kind} ${path}`); await loadTree(); location.hash = `#/e/${enc(path)}`;
   }, `Create ${kind}`);
   form.prepend(field(kind === 'subscription' ? `Subscription name (topic ${topic})` : `${kind[0].toUpperCase() + kind.slice(1)} name`, name));
-  $main.replaceChildren(h('h1', { text: `New ${kind}` }), form);
+  put($main, h('h1', { text: `New ${kind}` }), form);
   name.focus();
 }
 
 async function subscriptionsTab(ev, body) {
   const t = findNode(ev.path);
-  body.replaceChildren(can('Manage') ? h('a', { class: 'button', href: `#/new/subscription/${enc(ev.path)}`, text: 'New subscription' }) : null,
+  put(body, can('Manage') ? h('a', { class: 'button', href: `#/new/subscription/${enc(ev.path)}`, text: 'New subscription' }) : null,
     h('div', { class: 'table-wrap' }, h('table', {}, h('tbody', {}, (t && t.subscriptions || []).map((s) => countsRow(s, s.name))))));
 }
 
@@ -707,17 +713,17 @@ function ruleForm(ev, r) {
 
 async function rulesTab(ev, body) {
   const edit = h('div', {});
-  body.replaceChildren(h('div', { class: 'table-wrap' }, h('table', {},
+  put(body, h('div', { class: 'table-wrap' }, h('table', {},
     h('thead', {}, h('tr', {}, ['Name', 'Filter', 'Action', ''].map((t) => h('th', { text: t })))),
     h('tbody', {}, (ev.rules || []).map((r) => h('tr', {}, h('td', { text: r.name }),
       h('td', { class: 'mono', text: r.filterType === 'sql' ? r.sql : r.filterType === 'correlation' ? JSON.stringify({ ...r.correlation, ...(r.properties ? { properties: r.properties } : {}) }) : r.filterType }),
       h('td', { class: 'mono', text: r.action || '' }),
-      h('td', {}, can('Manage') ? [h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit rule ${r.name}`, onclick: () => edit.replaceChildren(ruleForm(ev, r)) }), ' ',
+      h('td', {}, can('Manage') ? [h('button', { type: 'button', text: 'Edit', 'aria-label': `Edit rule ${r.name}`, onclick: () => put(edit, ruleForm(ev, r)) }), ' ',
         h('button', { type: 'button', class: 'danger', text: 'Delete', 'aria-label': `Delete rule ${r.name}`, onclick: async () => {
           if (!confirm(`Delete rule ${r.name}?`)) return;
           if (await guarded(() => api('DELETE', 'rule?' + q({ path: ev.path, name: r.name })))) { say(`Deleted rule ${r.name}`); await loadTree(); route(); }
         } })] : null)))))),
-  can('Manage') ? h('button', { type: 'button', text: 'New rule', onclick: () => edit.replaceChildren(ruleForm(ev, null)) }) : null, edit);
+  can('Manage') ? h('button', { type: 'button', text: 'New rule', onclick: () => put(edit, ruleForm(ev, null)) }) : null, edit);
 }
 
 // ---- toolkit -------------------------------------------------------------
@@ -725,27 +731,45 @@ async function rulesTab(ev, body) {
 async function toolkitPage() {
   const r = await guarded(() => api('GET', 'toolkit'));
   if (!r) return;
+  const acts = r.actions && can('Manage');
+  const run = async (op, queue, name, done) => {
+    const res = await guarded(() => api('POST', 'toolkit', { op, queue, name }));
+    if (res) { say(done(res)); toolkitPage(); }
+  };
   const table = (cols, rows, empty) => rows.length ? h('div', { class: 'table-wrap' }, h('table', {},
     h('thead', {}, h('tr', {}, cols.map(([t]) => h('th', { text: t })))),
-    h('tbody', {}, rows.map((x) => h('tr', {}, cols.map(([, f]) => { const v = f(x); return h('td', {}, v instanceof Node ? v : String(v ?? '')); })))))) : h('p', { class: 'muted', text: empty });
+    h('tbody', {}, rows.map((x) => h('tr', {}, cols.map(([, f]) => { const v = f(x); return h('td', {}, v instanceof Node || Array.isArray(v) ? v : String(v ?? '')); })))))) : h('p', { class: 'muted', text: empty });
   const sess = (entity, id) => h('a', { href: `#/e/${enc(entity)}/sessions`, text: `${entity} › ${id}` });
   const t = (s) => (s && !s.startsWith('0001') ? s.replace('T', ' ').slice(0, 19) : '');
-  $main.replaceChildren(h('h1', { text: 'Toolkit' }),
-    h('p', { class: 'muted', text: 'What the saga, schedule and pipeline packages keep in session states of this namespace. Open a session to view or edit its state.' }),
+  const btn = (text, label, f) => h('button', { type: 'button', text, 'aria-label': label, onclick: f });
+  const scheduleActions = (x) => !acts ? '' : [
+    x.paused ? btn('Resume', `Resume schedule ${x.session}`, () => run('resume', x.entity, x.session, () => `Resumed ${x.session}`))
+      : btn('Pause', `Pause schedule ${x.session}`, () => run('pause', x.entity, x.session, () => `Paused ${x.session}`)), ' ',
+    btn('Trigger', `Trigger schedule ${x.session}`, () => run('trigger', x.entity, x.session, () => `Triggered ${x.session}`))];
+  const firstOfJob = new Set();
+  const failedActions = (x) => {
+    const k = x.entity + '\n' + x.job;
+    if (!acts || firstOfJob.has(k) || !x.entity.endsWith('-failed')) return '';
+    firstOfJob.add(k);
+    return btn('Resubmit job', `Resubmit job ${x.job}`, () => run('resubmit', x.entity.slice(0, -'-failed'.length), x.job, (res) => `Resubmitted ${x.job} as ${res.job}`));
+  };
+  put($main, h('h1', { text: 'Toolkit' }),
+    h('p', { class: 'muted', text: 'What the saga, schedule and pipeline packages keep in this namespace. Open a session to view or edit its state.' }),
     h('h2', { text: `Sagas (${r.sagas.length})` }),
     table([['Instance', (x) => sess(x.entity, x.id)], ['Saga', (x) => x.saga], ['Status', (x) => x.status], ['Version', (x) => x.version],
       ['Updated', (x) => t(x.updated)], ['Deadline', (x) => t(x.deadline)],
       ['Pending timeouts', (x) => Object.entries(x.timeouts || {}).map(([k, v]) => `${k} due ${t(v.due)} (seq ${v.seq})`).join('; ')]], r.sagas, 'No saga instances in session state.'),
     h('h2', { text: `Schedules (${r.schedules.length})` }),
-    table([['Schedule', (x) => sess(x.entity, x.session)], ['Target', (x) => x.definition.target], ['Spec', (x) => x.definition.cron || x.definition.every || ''],
-      ['Next firing', (x) => x.paused ? 'paused' : x.finished ? 'finished' : t(x.next)], ['Last fired', (x) => t(x.lastFired)], ['Firings', (x) => x.firings], ['Missed', (x) => x.missed]], r.schedules, 'No schedules.'),
+    table([['Schedule', (x) => sess(x.entity, x.session)], ['Target', (x) => x.definition.target], ['Spec', (x) => x.definition.cron || x.definition.every || (x.definition.calendar ? 'calendar' : '')],
+      ['Next firing', (x) => x.paused ? 'paused' : x.finished ? 'finished' : t(x.next)], ['Last fired', (x) => t(x.lastFired)], ['Firings', (x) => x.firings], ['Missed', (x) => x.missed],
+      ['', scheduleActions]], r.schedules, 'No schedules.'),
     h('h2', { text: `Pipeline jobs in progress (${r.jobs.length})` }),
     table([['Job', (x) => sess(x.entity, x.job)], ['Progress', (x) => `${x.lastTask + 1} of ${x.count}`], ['Failed', (x) => x.failed ? `task ${x.failedTask}` : ''],
       ['Error', (x) => x.error], ['Started', (x) => t(x.started)], ['Updated', (x) => t(x.updated)]], r.jobs, 'No jobs in progress.'),
     h('h2', { text: `Failed pipeline tasks (${r.failed.length})` }),
     table([['Job', (x) => sess(x.entity, x.job)], ['Task', (x) => `${x.index} ${x.type || ''}`], ['Reason', (x) => x.reason], ['Error', (x) => x.error],
-      ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)]], r.failed, 'No failed tasks in a broker failed-job store.'),
-    h('p', { class: 'muted', text: 'Pausing, resuming or triggering a schedule and resubmitting a failed job go through the toolkit itself: busbar schedule pause|resume|trigger NAME and busbar job resubmit JOB.' }));
+      ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)], ['', failedActions]], r.failed, 'No failed tasks in a broker failed-job store.'),
+    r.actions ? null : h('p', { class: 'muted', text: 'This broker runs no toolkit operations from the console: use busbar schedule pause|resume|trigger NAME and busbar job resubmit QUEUE JOB.' }));
 }
 
 // ---- boot ----------------------------------------------------------------

@@ -160,7 +160,16 @@ async function main() {
     await page.getByRole('link', { name: 'Toolkit' }).click();
     await page.getByRole('heading', { name: 'Sagas (1)' }).waitFor();
     await page.getByText('payment due 2026-01-01 11:00:00 (seq 7)').waitFor();
+    await page.getByRole('cell', { name: 'card declined' }).waitFor();
     await shot(page, 'toolkit');
+    await page.getByRole('button', { name: 'Pause schedule nightly' }).click();
+    await page.getByText('Paused nightly').waitFor();
+    await page.getByRole('cell', { name: 'paused', exact: true }).waitFor();
+    await page.getByRole('button', { name: 'Trigger schedule nightly' }).click();
+    await page.getByText('Triggered nightly').waitFor();
+    await page.getByRole('button', { name: 'Resubmit job order-7' }).click();
+    await page.getByText(/Resubmitted order-7 as \S+/).waitFor();
+    await page.getByRole('heading', { name: 'Failed pipeline tasks (0)' }).waitFor();
 
     step('topic, subscription and a rule validated as it is typed');
     await page.goto(base + '#/new/topic');
@@ -237,12 +246,17 @@ async function main() {
     });
     assert.equal(await lp.locator('#who').textContent(), `${kn} · Listen`);
     assert.equal(await lp.getByRole('link', { name: 'New queue' }).count(), 0);
+    assert.equal(await lp.getByText('null', { exact: true }).count(), 0, 'a missing control leaves no trace');
     await lp.goto(base + '#/e/orders');
     await lp.getByRole('heading', { name: 'Last hour' }).waitFor();
     assert.equal(await lp.getByRole('button', { name: 'Delete queue' }).count(), 0);
     await lp.getByRole('link', { name: 'Messages' }).click();
     await lp.getByRole('button', { name: 'Show message 2' }).waitFor();
     assert.equal(await lp.getByRole('button', { name: 'Send', exact: true }).count(), 0);
+    await lp.goto(base + '#/toolkit');
+    await lp.getByRole('heading', { name: 'Schedules (1)' }).waitFor();
+    assert.equal(await lp.getByRole('button', { name: /Pause|Resume|Trigger/ }).count(), 0);
+    assert.equal(await lp.getByText('null', { exact: true }).count(), 0, 'a missing control leaves no trace');
     // The API refuses, whatever the page shows.
     const st = await lp.evaluate(async () => {
       const me = await (await fetch('api/me')).json();

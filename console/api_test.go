@@ -442,3 +442,37 @@ func TestSessionState(t *testing.T) {
 		t.Fatalf("a Listen key set a state: %d %s", st, msg)
 	}
 }
+
+func TestScheduledListAndCancel(t *testing.T) {
+	s := start(t, busbartest.WithQueue("q", broker.QueueProperties{}), busbartest.WithTopic("t", broker.TopicProperties{}))
+	c := signedIn(t, s, server.RootKeyName, rootKey)
+	at := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	// A topic cannot be peeked (as on Service Bus): its scheduled messages
+	// are cancelled by the sequence numbers their sender got.
+	if st, msg := c.do("POST", "cancel", map[string]any{"path": "t", "sequenceNumbers": []int64{999}}, nil); st != http.StatusNotFound {
+		t.Fatalf("cancelling an unknown message of a topic: %d %s", st, msg)
+	}
+	for _, path := range []string{"q"} {
+		c.must("POST", "send", map[string]any{"path": path, "body": "later", "scheduledEnqueueTime": at, "count": 2}, nil)
+		c.must("POST", "send", map[string]any{"path": path, "body": "now"}, nil)
+		var page struct {
+			Messages []struct {
+				SequenceNumber       int64
+				State                string
+				ScheduledEnqueueTime string
+			}
+		}
+		c.must("GET", "messages?path="+path+"&state=Scheduled", nil, &page)
+		if len(page.Messages) != 2 || page.Messages[0].State != "Scheduled" || !strings.HasPrefix(page.Messages[0].ScheduledEnqueueTime, at[:19]) {
+			t.Fatalf("%s: scheduled %+v", path, page.Messages)
+		}
+		c.must("POST", "cancel", map[string]any{"path": path, "sequenceNumbers": []int64{page.Messages[0].SequenceNumber}}, nil)
+		c.must("GET", "messages?path="+path+"&state=Scheduled", nil, &page)
+		if len(page.Messages) != 1 {
+			t.Fatalf("%s: after cancelling one, %+v", path, page.Messages)
+		}
+		if st, msg := c.do("POST", "cancel", map[string]any{"path": path, "sequenceNumbers": []int64{999}}, nil); st != http.StatusNotFound {
+			t.Fatalf("%s: cancelling an unknown message: %d %s", path, st, msg)
+		}
+	}
+}

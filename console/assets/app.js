@@ -245,7 +245,9 @@ async function namespacePage() {
 async function entityPage(path, tab) {
   const ev = await guarded(() => api('GET', 'entity?' + q({ path })));
   if (!ev) { put($main, h('h1', { text: path }), h('p', { class: 'error', text: 'Not found, or not visible to this key.' })); return; }
-  const tabs = [['overview', 'Overview'], ['messages', 'Messages'], ['deadletters', 'Dead letters']];
+  // A topic has no messages of its own to peek, and no dead-letter queue.
+  const tabs = ev.kind === 'topic' ? [['overview', 'Overview'], ['messages', 'Send']]
+    : [['overview', 'Overview'], ['messages', 'Messages'], ['deadletters', 'Dead letters']];
   if (ev.counts.requiresSession) tabs.push(['sessions', 'Sessions']);
   if (ev.kind !== 'subscription') tabs.push(['scheduled', 'Scheduled']);
   if (ev.kind === 'topic') tabs.push(['subscriptions', 'Subscriptions']);
@@ -472,6 +474,7 @@ function sendForm(ev, done) {
 }
 
 async function messagesTab(ev, body) {
+  if (ev.kind === 'topic') { put(body, can('Send') ? sendForm(ev) : h('p', { class: 'muted', text: 'Sending needs the Send right.' })); return; }
   const list = messageList(ev, { subqueue: 'main' });
   const n = h('input', { type: 'number', min: 1, max: 1000, value: 1, name: 'receiveCount' });
   const sid = h('input', { name: 'receiveSession' });
@@ -540,6 +543,19 @@ async function deadLettersTab(ev, body) {
 }
 
 async function scheduledTab(ev, body) {
+  if (ev.kind === 'topic') {
+    // A topic cannot be peeked: its scheduled messages are cancelled by the
+    // sequence numbers their sender got.
+    const seqs = h('input', { name: 'sequenceNumbers', placeholder: '12, 13' });
+    put(body, h('p', { class: 'muted', text: 'A topic keeps its scheduled messages until they fan out to the subscriptions; it cannot be peeked. Cancel them by the sequence numbers their sender got.' }),
+      can('Send') ? h('form', { class: 'row', onsubmit: async (e) => {
+        e.preventDefault();
+        const list = seqs.value.split(/[\s,]+/).filter(Boolean).map(Number);
+        const r = await guarded(() => api('POST', 'cancel', { path: ev.path, sequenceNumbers: list }));
+        if (r) { say(`Cancelled ${r.cancelled}`); seqs.value = ''; }
+      } }, field('Sequence numbers', seqs), h('button', { type: 'submit', class: 'danger', text: 'Cancel scheduled messages' })) : null);
+    return;
+  }
   const list = messageList(ev, { subqueue: 'main', state: 'Scheduled', select: can('Send') });
   put(body, list.el, can('Send') ? h('button', { type: 'button', class: 'danger', text: 'Cancel selected', onclick: async () => {
     const seqs = [...list.selected];

@@ -49,6 +49,9 @@ func (c *client) do(method, path string, in, out any) (int, string) {
 	if c.csrf != "" {
 		req.Header.Set("X-Busbar-Csrf", c.csrf)
 	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		c.t.Fatal(err)
@@ -102,6 +105,25 @@ func TestSignIn(t *testing.T) {
 	if st, msg := c.do("GET", "tree", nil, nil); st != http.StatusUnauthorized {
 		t.Fatalf("tree before sign-in: %d %s", st, msg)
 	}
+	// A form of another site can send neither JSON nor this origin.
+	resp, err := c.hc.Post(c.base+"signin", "text/plain", strings.NewReader(`{"keyName":"watcher","key":"`+listenKey+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnsupportedMediaType {
+		t.Fatalf("a text/plain sign-in: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("POST", c.base+"signin", strings.NewReader(`{"keyName":"watcher","key":"`+listenKey+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "https://evil.example")
+	if resp, err = c.hc.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a sign-in from another origin: %d", resp.StatusCode)
+	}
 	if st, msg := c.do("POST", "signin", map[string]string{"keyName": "watcher", "key": "d3Jvbmc="}, nil); st != http.StatusUnauthorized || msg != "the key name or the key is wrong" {
 		t.Fatalf("a wrong key: %d %q", st, msg)
 	}
@@ -114,8 +136,8 @@ func TestSignIn(t *testing.T) {
 		CSRF    string
 	}
 	cs := server.ConnectionString(s.AMQPAddr().String(), "watcher", listenKey)
-	req, _ := json.Marshal(map[string]string{"connectionString": cs})
-	resp, err := c.hc.Post(c.base+"signin", "application/json", bytes.NewReader(req))
+	body, _ := json.Marshal(map[string]string{"connectionString": cs})
+	resp, err = c.hc.Post(c.base+"signin", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

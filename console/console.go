@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -121,12 +122,21 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, p *principal) erro
 
 func (c *Console) routes() {
 	c.api.HandleFunc("POST /ui/api/signin", func(w http.ResponseWriter, r *http.Request) {
-		c.fail(w, r, c.signIn(w, r))
+		r.Body = http.MaxBytesReader(w, r.Body, c.o.MaxBodyBytes)
+		err := sameOrigin(r)
+		if err == nil {
+			err = c.signIn(w, r)
+		}
+		c.fail(w, r, err)
 	})
 	h := func(pattern string, f handlerFunc) {
 		c.api.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			r.Body = http.MaxBytesReader(w, r.Body, c.o.MaxBodyBytes)
-			p, err := c.authenticate(r)
+			err := sameOrigin(r)
+			var p *principal
+			if err == nil {
+				p, err = c.authenticate(r)
+			}
 			if err == nil {
 				err = f(w, r, p)
 			}
@@ -178,6 +188,23 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.StripPrefix(strings.TrimSuffix(Prefix, "/"), c.static).ServeHTTP(w, r)
 	}
+}
+
+// sameOrigin refuses a request another site's page may have sent: one
+// whose Origin is not this host, and a POST that is not JSON (an HTML form
+// cannot send JSON, and a script of another origin cannot without the CORS
+// preflight the console never grants).
+func sameOrigin(r *http.Request) error {
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return httpError(http.StatusForbidden, "the request comes from another origin (%s)", o)
+		}
+	}
+	if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+		return httpError(http.StatusUnsupportedMediaType, "send the request as application/json")
+	}
+	return nil
 }
 
 // statusError is an error with the HTTP status to answer.

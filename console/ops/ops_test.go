@@ -63,6 +63,7 @@ func TestToolkit(t *testing.T) {
 		body, _ := json.Marshal(in)
 		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(body))
 		req.Header.Set("X-Busbar-Csrf", csrf)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)

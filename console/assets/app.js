@@ -140,6 +140,8 @@ async function start() {
   foldTree(phone.matches);
   await loadTree();
   route();
+  clearInterval(start.refresh);
+  start.refresh = setInterval(() => { if (me) loadTree(); }, 10000); // the tree's counts
 }
 
 // ---- tree ----------------------------------------------------------------
@@ -160,7 +162,7 @@ function renderTree() {
   const qs = h('ul', {}, treeData.queues.map((n) => h('li', {}, treeLink(n, n.name, 'q'))));
   const ts = h('ul', {}, treeData.topics.map((t) => h('li', {}, treeLink(t, t.name, 't'),
     h('ul', {}, (t.subscriptions || []).map((s) => h('li', {}, treeLink(s, s.name, 'sub'),
-      h('ul', {}, (s.rules || []).map((r) => h('li', {}, h('a', { href: `#/e/${enc(s.path)}/rules` },
+      h('ul', {}, (s.rules || []).map((r) => h('li', {}, h('a', { href: `#/e/${enc(s.path)}/rules`, 'data-rule': r.name },
         h('span', { class: 'kind', text: 'rule' }), h('span', { text: r.name })))))))))));
   put($tree, 
     h('ul', {}, h('li', {}, h('a', { href: '#/' }, h('span', { text: 'Namespace' }))),
@@ -169,12 +171,15 @@ function renderTree() {
   markTree();
 }
 
+// markTree marks the link of the page shown: the entity's own link for
+// any of its tabs (rule links lead to their subscription's rules tab).
 function markTree() {
   const cur = location.hash || '#/';
+  let marked = false;
   for (const a of $tree.querySelectorAll('a')) {
     const href = a.getAttribute('href');
-    if (href === cur || (href.startsWith('#/e/') && cur.startsWith(href + '/') && !href.includes('/rules'))) a.setAttribute('aria-current', 'page');
-    else a.removeAttribute('aria-current');
+    const here = !marked && !a.dataset.rule && (href === cur || (href.startsWith('#/e/') && cur.startsWith(href + '/')));
+    if (here) { a.setAttribute('aria-current', 'page'); marked = true; } else a.removeAttribute('aria-current');
   }
 }
 
@@ -618,17 +623,14 @@ async function sessionsTab(ev, body) {
 // ---- entity create / edit -------------------------------------------------
 
 function propertyForm(fields, onSubmit, submitLabel) {
-  const inputs = {};
   const err = h('div', { class: 'field-error', role: 'alert' });
   const rows = fields.map((f) => {
     let el;
     if (f.type === 'bool') { el = h('input', { type: 'checkbox', name: f.name, checked: f.value }); return h('div', {}, h('label', { class: 'inline' }, el, f.name)); }
     if (f.type === 'status') el = h('select', { name: f.name }, ['Active', 'Disabled', 'SendDisabled', 'ReceiveDisabled'].map((s) => h('option', { value: s, text: s, selected: s === f.value })));
     else el = h('input', { name: f.name, value: f.value, type: f.type === 'int' ? 'number' : 'text' });
-    inputs[f.name] = [f, el];
     return field(f.name + (f.type === 'duration' ? ' (ISO 8601)' : ''), el);
   });
-  const bools = fields.filter((f) => f.type === 'bool');
   return h('form', { onsubmit: async (e) => {
     e.preventDefault(); err.textContent = '';
     const props = {};
@@ -639,7 +641,7 @@ function propertyForm(fields, onSubmit, submitLabel) {
     }
     try { await onSubmit(props); } catch (x) { err.textContent = x.message; }
   } }, h('div', { class: 'row' }, rows.filter((r, i) => fields[i].type !== 'bool')),
-  h('div', { class: 'row' }, rows.filter((r, i) => fields[i].type === 'bool')), bools.length ? null : null, err,
+  h('div', { class: 'row' }, rows.filter((r, i) => fields[i].type === 'bool')), err,
   h('button', { type: 'submit', class: 'primary', text: submitLabel }));
 }
 

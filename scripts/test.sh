@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/test.sh — run every Busbar test that needs only this repository and the
 # machine's toolchains. It installs what the tests need (Node peers from npm,
-# the Java suite's artifacts from Maven Central, staticcheck from the Go module
-# proxy) and then runs, in order:
+# the Java suite's artifacts from Maven Central, the Python suite's venv from PyPI,
+# Debian's chromium for the console's browser test, staticcheck from the Go
+# module proxy) and then runs, in order:
 #   gofmt check, go vet, staticcheck, a throwaway PostgreSQL (for the saga
 #   store), go test -race ./..., and the bench/ module's tests.
 # Usage: scripts/test.sh [extra go test flags, e.g. -run TestX]
@@ -21,7 +22,14 @@ if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
 fi
 node --version
 
-log "node test peers (test/node)"
+if ! [ -x /usr/bin/chromium ]; then
+  log "installing chromium (Debian), for the console's browser test"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+/usr/bin/chromium --version
+
+log "node test peers (test/node; playwright-core drives chromium, never downloads a browser)"
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1
 (cd test/node && npm ci --no-audit --no-fund --loglevel=error)
 
 if ! command -v mvn >/dev/null 2>&1 || ! command -v javac >/dev/null 2>&1; then

@@ -26,6 +26,7 @@ import (
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/cluster"
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console"
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/servicebus"
 	"github.com/busbar-io/busbar/store"
@@ -82,6 +83,15 @@ type Options struct {
 	PageWindow int
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
+	// DisableConsole turns off the web console, served by default under
+	// /ui/ on the HTTP listener.
+	DisableConsole bool
+	// ConsoleSampleEvery is how often the console samples each entity's
+	// counts for its charts (default 10 s).
+	ConsoleSampleEvery time.Duration
+	// ConsoleToolkit runs the toolkit's operations from the console (see
+	// console.Toolkit); nil shows the toolkit's state only.
+	ConsoleToolkit console.Toolkit
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -99,6 +109,7 @@ type Server struct {
 	amqp      *amqp.Server
 	http      *http.Server
 	metrics   *admin.Metrics
+	console   *console.Console
 
 	amqpL, amqpsL, httpL net.Listener
 	rootKey              string
@@ -290,16 +301,31 @@ func (s *Server) serve() error {
 		}(l)
 	}
 	if s.httpL != nil {
+		var h http.Handler = admin.NewHandler(admin.Options{
+			Broker:     s.broker,
+			Authorizer: s.auth,
+			// Tokens, as above, expire on the real clock.
+			Metrics:     s.metrics,
+			EnablePprof: s.opts.EnablePprof,
+			SKU:         s.opts.SKU,
+			Logger:      s.log.With("component", "admin"),
+		})
+		if !s.opts.DisableConsole {
+			if s.console, err = console.New(console.Options{
+				Broker:      s.broker,
+				Authorizer:  s.auth,
+				Counters:    entityCounters(s.metrics),
+				SampleEvery: s.opts.ConsoleSampleEvery,
+				AMQPAddr:    s.amqpL.Addr().String(),
+				Toolkit:     s.opts.ConsoleToolkit,
+				Logger:      s.log.With("component", "console"),
+			}); err != nil {
+				return err
+			}
+			h = withConsole(s.console, h)
+		}
 		s.http = &http.Server{
-			Handler: withWebSocket(s.amqp, admin.NewHandler(admin.Options{
-				Broker:     s.broker,
-				Authorizer: s.auth,
-				// Tokens, as above, expire on the real clock.
-				Metrics:     s.metrics,
-				EnablePprof: s.opts.EnablePprof,
-				SKU:         s.opts.SKU,
-				Logger:      s.log.With("component", "admin"),
-			})),
+			Handler:           withWebSocket(s.amqp, h),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.wg.Add(1)
@@ -412,6 +438,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	if s.console != nil {
+		errs = append(errs, s.console.Close())
+	}
 	if s.node != nil {
 		errs = append(errs, s.node.Stop(ctx))
 	}

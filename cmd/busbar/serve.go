@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -43,7 +44,7 @@ type serveFlags struct {
 	nodeID                                                    string
 	leaseTime                                                 time.Duration
 	tlsCert, tlsKey                                           string
-	selfSigned, pprof, httpTLS                                bool
+	selfSigned, pprof, httpTLS, console                       bool
 	maxMessageKB                                              int64
 	pageWindow                                                int
 	sku                                                       string
@@ -79,6 +80,7 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.selfSigned, "tls-self-signed", envBool("BUSBAR_TLS_SELF_SIGNED"),
 		"generate (once, in the data directory) a self-signed certificate for localhost, for development [BUSBAR_TLS_SELF_SIGNED]")
 	fs.BoolVar(&f.httpTLS, "http-tls", envBool("BUSBAR_HTTP_TLS"), "serve the HTTP listener over TLS [BUSBAR_HTTP_TLS]")
+	fs.BoolVar(&f.console, "console", envBoolOr("BUSBAR_CONSOLE", true), "serve the web console under /ui/ on the HTTP listener [BUSBAR_CONSOLE]")
 	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
@@ -127,6 +129,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "Connection string:\n  %s\n", srv.ConnectionString())
 	}
+	if a := srv.HTTPAddr(); a != nil && f.console {
+		scheme := "http"
+		if f.httpTLS {
+			scheme = "https"
+		}
+		fmt.Fprintf(stdout, "Web console:\n  %s://%s/ui/\n", scheme, a)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
@@ -142,7 +151,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":
@@ -236,6 +245,13 @@ func envOr(name, def string) string {
 func envBool(name string) bool {
 	v, _ := strconv.ParseBool(os.Getenv(name))
 	return v
+}
+
+func envBoolOr(name string, def bool) bool {
+	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }
 
 func envInt(name string, def int64) int64 {

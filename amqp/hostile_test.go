@@ -72,10 +72,10 @@ func (c *rawClient) reach(s connState) {
 
 // answer is what the engine must do about a hostile input.
 type answer struct {
-	header     bool            // reply with the AMQP protocol header first
+	header     bool             // reply with the AMQP protocol header first
 	saslCode   *frames.SASLCode // a sasl-outcome with this code
-	open       bool            // an open first (the connection was not open yet)
-	close, end encoding.Symbol // a close or an end with this condition
+	open       bool             // an open first (the connection was not open yet)
+	close, end encoding.Symbol  // a close or an end with this condition
 }
 
 func saslCode(c frames.SASLCode) *frames.SASLCode { return &c }

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"time"
 
-	goamqp "github.com/Azure/go-amqp"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/server"

@@ -103,7 +103,7 @@ func TestBacklog(t *testing.T) {
 }
 
 // fill writes n messages of bodySize bytes to a new queue, through the
-// broker library on the Pebble store serve uses, with four writers.
+// broker library on the Pebble store serve uses.
 func fill(t *testing.T, dir string, n int) {
 	withBroker(t, dir, func(b *broker.Broker) {
 		if err := b.CreateQueue(context.Background(), queue, broker.QueueProperties{MaxSizeInMegabytes: 80 << 10}); err != nil {
@@ -130,10 +130,11 @@ func withBroker(t *testing.T, dir string, f func(*broker.Broker)) {
 
 // sendAll sends messages 0..n-1, made by msg (which names the queue of
 // each; a batch goes to the queue of its first message), in batches of
-// 512 with four writers.
+// 512 with sixteen writers (commits are fsync-bound; more writers share
+// each fsync).
 func sendAll(t *testing.T, b *broker.Broker, n int, msg func(i int) (string, *broker.Message)) {
 	ctx := context.Background()
-	const batch, writers = 512, 4
+	const batch, writers = 512, 16
 	var next int
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -135,16 +135,18 @@ func (l *recvLink) grant() {
 
 // drain delivers what is available up to the link's credit, in steps of
 // the look-ahead bound (each step's deliveries are sent before the next is
-// taken), and stops when the broker has no more or the credit is used.
+// taken), and stops when the broker has no more (or no credit: its
+// consumer ended) or the link's credit is used.
 func (l *recvLink) drain(batch []*broker.Message) []*broker.Message {
 	for {
 		l.grant()
+		had := l.cons.Credit()
 		dropped := l.cons.Drain()
 		batch = l.sendPending(batch)
 		l.mu.Lock()
 		closed, queued := l.closed, len(l.pending)
 		l.mu.Unlock()
-		if closed || dropped > 0 || int(l.s.Credit())-queued <= 0 {
+		if closed || had == 0 || dropped > 0 || int(l.s.Credit())-queued <= 0 {
 			return batch
 		}
 	}

@@ -69,9 +69,16 @@ func TestEveryRouteNeedsManage(t *testing.T) {
 			{"expired", sas.Sign(u, rootKeyName, rootKey, earlier), []int{401}},
 			{"another entity", sas.Sign(e.srv.URL+"/other", rootKeyName, rootKey, later), []int{401}},
 			{"listen only", sas.Sign(u, listenName, listenKey, later), []int{401, 403}},
-			{"huge, for a longer path", sas.Sign(u+"/"+strings.Repeat("a", 256<<10), rootKeyName, rootKey, later), []int{401}},
-			{"huge signature", "SharedAccessSignature sr=" + u + "&sig=" + strings.Repeat("A", 256<<10) + "&se=9999999999&skn=" + rootKeyName, []int{401}},
-			{"beyond the header limit", sas.Sign(u, rootKeyName, rootKey, later) + "&x=" + strings.Repeat("a", 2<<20), []int{431}},
+		}
+		if p == "/q" { // huge tokens on one route: they cost time, not coverage
+			tokens = append(tokens, []struct {
+				name, token string
+				status      []int
+			}{
+				{"huge, for a longer path", sas.Sign(u+"/"+strings.Repeat("a", 256<<10), rootKeyName, rootKey, later), []int{401}},
+				{"huge signature", "SharedAccessSignature sr=" + u + "&sig=" + strings.Repeat("A", 256<<10) + "&se=9999999999&skn=" + rootKeyName, []int{401}},
+				{"beyond the header limit", sas.Sign(u, rootKeyName, rootKey, later) + "&x=" + strings.Repeat("a", 2<<20), []int{431}},
+			}...)
 		}
 		for _, m := range methods {
 			for _, tok := range tokens {

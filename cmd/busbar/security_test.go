@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	sbadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	goamqp "github.com/Azure/go-amqp"
 
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/server"
 )
@@ -158,16 +156,6 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// httpOnly lets the admin client, which always builds https URLs, talk to
-// the plain HTTP listener.
-type httpOnly struct{}
-
-func (httpOnly) Do(req *http.Request) (*http.Response, error) {
-	r := req.Clone(req.Context())
-	r.URL.Scheme = "http"
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // TestNoSecretInLogs runs a whole session against a server assembled as
 // `busbar serve` assembles it, logging at debug level in both formats:
 // management calls, sends, receives and settlements through the official
@@ -227,8 +215,7 @@ func fullSession(t *testing.T, srv *server.Server, key string) []string {
 	defer cancel()
 	amqpAddr, httpAddr := srv.AMQPAddr().String(), srv.HTTPAddr().String()
 
-	ac, err := sbadmin.NewClientFromConnectionString(server.ConnectionString(httpAddr, server.RootKeyName, key),
-		&sbadmin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: httpOnly{}, Retry: policy.RetryOptions{MaxRetries: -1}}})
+	ac, err := busbartest.PlainAdminClient(server.ConnectionString(httpAddr, server.RootKeyName, key))
 	if err != nil {
 		t.Fatal(err)
 	}

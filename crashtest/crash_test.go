@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/busbar-io/busbar/internal/pgtest"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,6 +27,10 @@ const (
 	drainTimeout = 45 * time.Second
 	// quietWait is how long one receive waits on an empty queue.
 	quietWait = 500 * time.Millisecond
+	// killJitter bounds the random wait between a round's kill condition
+	// and its SIGKILL. It is below the 700 ms that the earliest scheduled
+	// message waits, so a scheduled message is still pending at the kill.
+	killJitter = 250 * time.Millisecond
 )
 
 // TestCrash kills `busbar serve` with SIGKILL under load from the official
@@ -39,7 +44,7 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		rounds, sh.ops = 1, 600
 	}
-	crash(t, rounds, sh)
+	crash(t, crashRun{rounds: roundsOr(t, rounds), shape: sh})
 }
 
 // TestCrashOnPostgres is TestCrash with the broker's store in PostgreSQL
@@ -56,19 +61,36 @@ func TestCrashOnPostgres(t *testing.T) {
 	if testing.Short() {
 		rounds, sh.ops = 1, 400
 	}
-	crash(t, rounds, sh, "--store", dsn+sep+"busbar_table="+table)
+	crash(t, crashRun{rounds: roundsOr(t, rounds), shape: sh, args: []string{"--store", dsn + sep + "busbar_table=" + table}})
 }
 
-// crash runs the crash test: rounds of load, SIGKILL, restart, drain and
-// verify, with args added to every `busbar serve`.
-func crash(t *testing.T, rounds int, sh shape, args ...string) {
+// crashRun is one crash test's configuration.
+type crashRun struct {
+	rounds int
+	shape  shape
+	// args are added to every `busbar serve`.
+	args []string
+	// data is the data directory; empty means a new temporary one.
+	data string
+	// afterKill runs after each SIGKILL, before the restart (it cuts the
+	// power in the power-loss test).
+	afterKill func(t *testing.T, round int, rnd *rand.Rand)
+}
+
+// crash runs the crash test: rounds of load, SIGKILL at a random moment
+// once the round's kill condition holds, restart, drain and verify.
+func crash(t *testing.T, run crashRun) {
 	tmp := t.TempDir()
 	bin := buildBusbar(t, tmp)
 	cfg := filepath.Join(tmp, "Config.json")
 	if err := os.WriteFile(cfg, []byte(configJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(tmp, "data")
+	data, rounds, sh, args := run.data, run.rounds, run.shape, run.args
+	if data == "" {
+		data = filepath.Join(tmp, "data")
+	}
+	rnd := newRand(t)
 	l := newLedger()
 
 	c := startChild(t, bin, data, cfg, args...)
@@ -89,10 +111,16 @@ func crash(t *testing.T, rounds int, sh shape, args ...string) {
 			t.Fatalf("round %d: the load did not reach its kill condition in %v: %s\nbusbar's log:\n%s",
 				round, loadTimeout, ld.summary(), c.Log())
 		}
+		// Kill at a random moment of the load, up to killJitter after the
+		// kill condition first held.
+		time.Sleep(time.Duration(rnd.Int64N(int64(killJitter))))
 		ld.crashed.Store(true)
 		kill(t, c)
 		cancel()
 		waitWorkers(t, ld)
+		if run.afterKill != nil {
+			run.afterKill(t, round, rnd)
+		}
 		held := l.crashed()
 		t.Logf("round %d: killed after %v: %s; %d messages locked at the crash", round, time.Since(began).Round(time.Millisecond), ld.summary(), held)
 

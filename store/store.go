@@ -47,6 +47,21 @@ var ErrClosed = errors.New("store: closed")
 // of the batch (Batch.Require) does not hold. Nothing of the batch is applied.
 var ErrConditionFailed = errors.New("store: condition failed")
 
+// ErrFull is wrapped by the errors of a store whose volume is out of space:
+// SpaceGuard.CheckSpace's while free space is below the store's reserve, and
+// Commit's when a write failed for want of space.
+var ErrFull = errors.New("store: volume full")
+
+// SpaceGuard is implemented by stores that live on a local volume.
+// CheckSpace returns an error wrapping ErrFull while the volume's free space
+// is below the store's reserve, and nil otherwise; it is cheap enough to call
+// before every write. The broker calls it before writes that add data (sends,
+// schedules, session states) and refuses them while it fails, so that
+// completions and other writes that let data go still fit in the reserve.
+type SpaceGuard interface {
+	CheckSpace() error
+}
+
 // Store is a durable ordered key/value store. Keys compare bytewise.
 // It is safe for concurrent use.
 type Store interface {

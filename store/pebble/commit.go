@@ -246,7 +246,7 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) {
 		}
 	}
 	if err == nil {
-		if err = c.s.db.Apply(pb, walSync); err != nil {
+		if err = c.s.db.Apply(pb, pebble.Sync); err != nil {
 			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(reqs), err)
 		}
 	}

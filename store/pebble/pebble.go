@@ -64,6 +64,13 @@ type Options struct {
 	// low disk space at Warn, background errors at Error. Nil discards
 	// them.
 	Logger *slog.Logger
+	// MinFreeBytes is the free space the store keeps on its volume:
+	// below it CheckSpace fails (store.SpaceGuard), and the broker refuses
+	// sends while completions go on in the reserve. Default twice
+	// MemTableSize: the WAL of the current memtable may grow to that size
+	// and its flush writes an sstable of about as much. Negative disables
+	// the check.
+	MinFreeBytes int64
 	// OnCommit, when set, is called once per group commit (one fsync) with
 	// the number of operations the group held and the time from the arrival
 	// of its oldest batch until the group was durable: the worst commit
@@ -84,6 +91,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Linger == 0 {
 		o.Linger = DefaultLinger
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 2 * int64(o.MemTableSize)
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = DefaultMaxGroupBytes
@@ -141,6 +151,7 @@ type Store struct {
 
 	committer committer
 	watches   store.Watchers
+	space     spaceGuard
 
 	commits atomic.Uint64
 	syncs   atomic.Uint64
@@ -206,7 +217,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.committer.commit(b)
+	return fullError(s.committer.commit(b))
 }
 
 // Watch calls fn with the keys under prefix changed by commits; see

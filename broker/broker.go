@@ -165,7 +165,7 @@ func (b *Broker) now() time.Time { return b.clk.Now() }
 
 func (b *Broker) commit(ctx context.Context, bt *store.Batch) error {
 	if err := b.st.Commit(ctx, bt); err != nil {
-		return commitError(err)
+		return fmt.Errorf("store commit: %w", err)
 	}
 	return nil
 }

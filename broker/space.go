@@ -34,12 +34,3 @@ func (b *Broker) checkSpace() error {
 	}
 	return nil
 }
-
-// commitError describes a failed store commit; one that failed for want of
-// space is ErrQuotaExceeded, which clients see as Service Bus's quota error.
-func commitError(err error) error {
-	if errors.Is(err, store.ErrFull) {
-		return errVolumeFull
-	}
-	return fmt.Errorf("store commit: %w", err)
-}

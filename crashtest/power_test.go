@@ -10,8 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/busbar-io/busbar/internal/lazyfs"
 	"github.com/busbar-io/busbar/internal/serveproc"
@@ -119,4 +124,90 @@ func tail(s string, n int) string {
 		return "..." + s[len(s)-n:]
 	}
 	return s
+}
+
+// TestFsyncFailure makes the data directory's fsyncs fail with EIO while a
+// producer sends, as a failing disk does: no send may be acknowledged from
+// then on (the broker must not claim what it could not sync), and busbar
+// must stop. The power is then cut, tearing the unsynced tails, and a
+// restart on healthy storage must find every acknowledged message intact
+// and serve again.
+func TestFsyncFailure(t *testing.T) {
+	fs, data := mountLazy(t)
+	tmp := t.TempDir()
+	bin := buildBusbar(t, tmp)
+	cfg := filepath.Join(tmp, "Config.json")
+	if err := os.WriteFile(cfg, []byte(fullConfigJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, bin, data, cfg)
+	client := newClient(t, c)
+	sender, err := client.NewSender(fullQueue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stored := map[int]bool{}
+	send := func(n int) error {
+		err := sender.SendMessage(ctx, &azservicebus.Message{MessageID: to.Ptr(strconv.Itoa(n)), Body: fullBody(n)}, nil)
+		if err == nil {
+			stored[n] = true
+		}
+		return err
+	}
+	for n := range 20 {
+		if err := send(n); err != nil {
+			t.Fatalf("send %d on healthy storage: %v", n, err)
+		}
+	}
+	fs.FailSyncs(true)
+	refused := 0
+	for n := 20; n < 30; n++ {
+		if err := send(n); err != nil {
+			refused++
+			if n == 20 {
+				t.Logf("send with failing fsync: %v", err)
+			}
+		}
+	}
+	if refused != 10 {
+		t.Errorf("%d of 10 sends were acknowledged while every fsync failed", 10-refused)
+	}
+	// Pebble cannot go on after a failed WAL write or sync (whether the
+	// data reached the disk is unknown): busbar stops, and its supervisor
+	// restarts it, as PostgreSQL does after a failed fsync.
+	select {
+	case <-c.Exited():
+		t.Logf("busbar stopped after the failed fsync, as it must: %s", lastLine(c.Log(), "fatal"))
+	case <-time.After(exitTimeout):
+		t.Fatalf("busbar still runs %v after its fsyncs failed", exitTimeout)
+	}
+	closeClient(client)
+	if _, err := fs.PowerOff(true, newRand(t)); err != nil {
+		t.Fatal(err)
+	}
+	c = startChild(t, bin, data, cfg)
+	client = newClient(t, c)
+	defer closeClient(client)
+	checkStored(t, client, stored, true)
+	sender, err = client.NewSender(fullQueue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := send(100); err != nil {
+		t.Errorf("send after the restart: %v", err)
+	}
+	terminate(t, c)
+}
+
+// lastLine returns the last line of log that contains s.
+func lastLine(log, s string) string {
+	lines := strings.Split(log, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], s) {
+			return strings.TrimSpace(lines[i])
+		}
+	}
+	return ""
 }

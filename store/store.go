@@ -47,9 +47,8 @@ var ErrClosed = errors.New("store: closed")
 // of the batch (Batch.Require) does not hold. Nothing of the batch is applied.
 var ErrConditionFailed = errors.New("store: condition failed")
 
-// ErrFull is wrapped by the errors of a store whose volume is out of space:
-// SpaceGuard.CheckSpace's while free space is below the store's reserve, and
-// Commit's when a write failed for want of space.
+// ErrFull is wrapped by the error SpaceGuard.CheckSpace returns while the
+// store's volume has less free space than the store's reserve.
 var ErrFull = errors.New("store: volume full")
 
 // SpaceGuard is implemented by stores that live on a local volume.

@@ -66,7 +66,9 @@ type Options struct {
 	Logger *slog.Logger
 	// MinFreeBytes is the free space the store keeps on its volume:
 	// below it CheckSpace fails (store.SpaceGuard), and the broker refuses
-	// sends while completions go on in the reserve. Default twice
+	// sends while completions go on in the reserve. The reserve matters:
+	// Pebble cannot go on after a failed WAL write, so a volume that really
+	// fills up stops the process (its Logger.Fatalf). Default twice
 	// MemTableSize: the WAL of the current memtable may grow to that size
 	// and its flush writes an sstable of about as much. Negative disables
 	// the check.
@@ -217,7 +219,7 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return fullError(s.committer.commit(b))
+	return s.committer.commit(b)
 }
 
 // Watch calls fn with the keys under prefix changed by commits; see

@@ -1,10 +1,8 @@
 package pebble
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/busbar-io/busbar/store"
@@ -51,15 +49,4 @@ func (s *Store) CheckSpace() error {
 			store.ErrFull, avail, s.dir, s.opts.MinFreeBytes)
 	}
 	return nil
-}
-
-// fullError marks an error caused by a full volume as store.ErrFull. Pebble
-// does not write again after a failed WAL write, so after such an error
-// every commit fails until the store is reopened: the reserve is there to
-// keep it from happening.
-func fullError(err error) error {
-	if err != nil && errors.Is(err, syscall.ENOSPC) && !errors.Is(err, store.ErrFull) {
-		return fmt.Errorf("%w: %w", store.ErrFull, err)
-	}
-	return err
 }

@@ -28,6 +28,9 @@ const (
 	// envSeed seeds the random kill moments; unset, a random seed is
 	// taken and logged.
 	envSeed = "BUSBAR_CRASHTEST_SEED"
+	// envStrictOrder makes a session message delivered out of order during
+	// the load a violation (see extras.liveDisorder).
+	envStrictOrder = "BUSBAR_CRASHTEST_STRICT_ORDER"
 )
 
 // roundsOr returns the number of rounds envRounds asks for, or def.
@@ -88,7 +91,7 @@ func buildBusbar(t *testing.T, dir string) string {
 }
 
 // startChild runs `busbar serve` over dataDir with the config file cfg, on
-// a free loopback port and without the HTTP listener, and returns once the
+// a free loopback port, with the HTTP listener (management API), and returns once the
 // child has printed its connection string and accepts connections. The
 // child is killed when the test ends, if it still runs.
 func startChild(t *testing.T, bin, dataDir, cfg string, args ...string) *serveproc.Process {
@@ -100,6 +103,7 @@ func startChild(t *testing.T, bin, dataDir, cfg string, args ...string) *servepr
 		StartTimeout: startTimeout,
 		LogLimit:     logLimit,
 		Args:         args,
+		HTTP:         true, // the management API, whose counts are checked
 	}
 	if os.Getenv(envVerbose) != "" {
 		opts.Verbose = os.Stderr

@@ -92,6 +92,7 @@ func crash(t *testing.T, run crashRun) {
 	}
 	rnd := newRand(t)
 	l := newLedger()
+	x := newExtras(l)
 
 	c := startChild(t, bin, data, cfg, args...)
 	key := sharedAccessKey(c.ConnectionString())
@@ -100,7 +101,7 @@ func crash(t *testing.T, run crashRun) {
 	}
 	for round := 1; round <= rounds; round++ {
 		began := time.Now()
-		ld := newLoad(l, c.ConnectionString(), sh)
+		ld := newLoad(l, x, c.ConnectionString(), sh)
 		ctx, cancel := context.WithCancel(context.Background())
 		ld.start(ctx, round)
 		select {
@@ -129,6 +130,10 @@ func crash(t *testing.T, run crashRun) {
 		if k := sharedAccessKey(c.ConnectionString()); k != key {
 			t.Errorf("round %d: the root key changed across the restart: %q, then %q", round, key, k)
 		}
+		if d := x.takeDisorders(); len(d) > 0 {
+			t.Logf("round %d: %d session messages delivered out of order during the load (open bug; %s=1 fails on it), the first: %s", round, len(d), envStrictOrder, d[0])
+		}
+		checkExtras(t, x, c)
 		drain(t, l, c)
 		checkSessions(t, l, c, sh.sessions)
 		st := l.endDrain()

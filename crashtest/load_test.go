@@ -25,7 +25,8 @@ const (
 // dead-letter a message.
 const configJSON = `{"UserConfig":{"Namespaces":[{"Name":"crashtest","Queues":[
  {"Name":"` + queueName + `","Properties":{"LockDuration":"PT2M","MaxDeliveryCount":100}},
- {"Name":"` + sessionName + `","Properties":{"RequiresSession":true,"LockDuration":"PT2M"}}]}]}}`
+ {"Name":"` + sessionName + `","Properties":{"RequiresSession":true,"LockDuration":"PT2M"}}` +
+	extrasQueues + extrasConfig + `]}]}}`
 
 // shape is the size of one round's load.
 type shape struct {
@@ -46,15 +47,22 @@ const (
 	opSchedule
 	opCancel
 	opState
+	opTopic      // a send to the topic
+	opFiltered   // a completion on a filtered subscription
+	opDefer      // a deferral
+	opDeadLetter // a dead-lettering
+	opOrdered    // a send to an ordered session
 	nOpKinds
 )
 
-var opNames = [nOpKinds]string{"send", "batch send", "complete", "abandon", "schedule", "cancel", "session state"}
+var opNames = [nOpKinds]string{"send", "batch send", "complete", "abandon", "schedule", "cancel", "session state",
+	"topic send", "subscription complete", "defer", "dead-letter", "session send"}
 
 // load runs one round's workers against one child, counts the
 // acknowledged operations and closes kill when the round has done enough.
 type load struct {
 	l       *ledger
+	x       *extras
 	connStr string
 	shape   shape
 
@@ -71,8 +79,8 @@ type load struct {
 	wg       sync.WaitGroup
 }
 
-func newLoad(l *ledger, connStr string, sh shape) *load {
-	return &load{l: l, connStr: connStr, shape: sh, kill: make(chan struct{})}
+func newLoad(l *ledger, x *extras, connStr string, sh shape) *load {
+	return &load{l: l, x: x, connStr: connStr, shape: sh, kill: make(chan struct{})}
 }
 
 // start launches the workers; they run until ctx ends or the broker dies.
@@ -108,6 +116,16 @@ func (ld *load) start(ctx context.Context, round int) {
 	for i := range ld.shape.sessions {
 		sid := fmt.Sprintf("s%d", i)
 		run("session "+sid, func(ctx context.Context, c *azservicebus.Client) error { return ld.setStates(ctx, c, sid, round) })
+	}
+	run("topic producer", ld.produceTopic)
+	for i, sub := range subscriptions {
+		run("subscription "+sub.name, func(ctx context.Context, c *azservicebus.Client) error { return ld.consumeSubscription(ctx, c, i) })
+	}
+	run("side producer", ld.produceSide)
+	run("side consumer", ld.consumeSide)
+	for _, sid := range orderedSessions {
+		run("ordered producer "+sid, func(ctx context.Context, c *azservicebus.Client) error { return ld.produceOrdered(ctx, c, sid) })
+		run("ordered consumer "+sid, func(ctx context.Context, c *azservicebus.Client) error { return ld.consumeOrdered(ctx, c, sid) })
 	}
 }
 

@@ -388,12 +388,15 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := drainNumbers(ctx, t, x, r, "subscription "+sub.name)
+		required := map[int]bool{}
 		for n, ok := range x.topicSent {
-			_, attempted := x.topicDone[sub.name][n]
-			switch {
-			case !sub.matches(n):
-			case ok && !got[n] && !attempted:
+			if _, attempted := x.topicDone[sub.name][n]; ok && sub.matches(n) && !attempted {
+				required[n] = true
+			}
+		}
+		got, _ := drainNumbers(t, x, r, "subscription "+sub.name, required)
+		for n := range required {
+			if !got[n] {
 				x.violate(vLost, "subscription %s: t-%d acknowledged, matching, never completed, not delivered after the restart", sub.name, n)
 			}
 		}
@@ -413,7 +416,13 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	active := drainNumbers(ctx, t, x, r, sideName)
+	required := map[int]bool{}
+	for n, ok := range x.sideSent {
+		if _, seen := x.sideDone[n]; ok && !seen {
+			required[n] = true
+		}
+	}
+	active, _ := drainNumbers(t, x, r, sideName, required)
 	for n, d := range x.sideDone {
 		if d.ok && active[n] {
 			x.violate(vResurrected, "%s: d-%d active again after its %v was acknowledged", sideName, n, d.f)
@@ -455,7 +464,13 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := drainNumbers(ctx, t, x, dlq, sideName+" dead-letter queue")
+	required = map[int]bool{}
+	for n, d := range x.sideDone {
+		if d.ok && d.f == fateDeadLetter {
+			required[n] = true
+		}
+	}
+	dead, _ := drainNumbers(t, x, dlq, sideName+" dead-letter queue", required)
 	for n, ok := range x.sideSent {
 		d := x.sideDone[n]
 		somewhere := active[n] || gotDeferred[n] || dead[n]
@@ -483,34 +498,23 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 		if err != nil {
 			t.Fatalf("accepting session %s after the restart: %v", sid, err)
 		}
-		var order []int
-		got := map[int]bool{}
-		for {
-			qctx, qcancel := context.WithTimeout(ctx, quietWait)
-			msgs, err := sr.ReceiveMessages(qctx, 64, nil)
-			qcancel()
-			if err != nil && !isCtxErr(err) {
-				t.Fatalf("draining session %s: %v", sid, err)
-			}
-			if len(msgs) == 0 {
-				break
-			}
-			for _, m := range msgs {
-				k, _ := number(m)
-				order, got[k] = append(order, k), true
-				if err := sr.CompleteMessage(ctx, m, nil); err != nil {
-					t.Fatalf("completing session %s message %d: %v", sid, k, err)
-				}
+		required := map[int]bool{}
+		for k, ok := range x.ordSent[sid] {
+			if _, attempted := x.ordDone[sid][k]; ok && !attempted {
+				required[k] = true
 			}
 		}
+		got, order := drainNumbers(t, x, sr, "session "+sid, required)
 		_ = sr.Close(ctx)
 		if !sort.IntsAreSorted(order) {
 			x.violate(vOrder, "session %s: after the restart the messages came in the order %v", sid, first64(order))
 		}
-		for k, ok := range x.ordSent[sid] {
-			if _, attempted := x.ordDone[sid][k]; ok && !got[k] && !attempted {
+		for k := range required {
+			if !got[k] {
 				x.violate(vLost, "session %s: message %d acknowledged, never completed, not delivered after the restart", sid, k)
 			}
+		}
+		for k := range x.ordSent[sid] {
 			if got[k] && x.ordDone[sid][k] {
 				x.violate(vResurrected, "session %s: message %d delivered after its completion was acknowledged", sid, k)
 			}
@@ -519,20 +523,37 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 	x.reset()
 }
 
+// drainer is a Receiver or a SessionReceiver.
+type drainer interface {
+	ReceiveMessages(ctx context.Context, max int, opts *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+	CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, opts *azservicebus.CompleteMessageOptions) error
+}
+
 // drainNumbers receives and completes everything r delivers until it is
-// quiet, and returns the numbers delivered.
-func drainNumbers(ctx context.Context, t *testing.T, x *extras, r *azservicebus.Receiver, what string) map[int]bool {
+// quiet and every number in required has come, or drainTimeout passed, and
+// returns the numbers delivered, in order.
+func drainNumbers(t *testing.T, x *extras, r drainer, what string, required map[int]bool) (map[int]bool, []int) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
 	got := map[int]bool{}
+	var order []int
 	for {
-		qctx, cancel := context.WithTimeout(ctx, quietWait)
+		qctx, qcancel := context.WithTimeout(ctx, quietWait)
 		msgs, err := r.ReceiveMessages(qctx, 256, nil)
-		cancel()
+		qcancel()
 		if err != nil && !isCtxErr(err) {
 			t.Fatalf("draining %s: %v", what, err)
 		}
 		if len(msgs) == 0 {
-			return got
+			missing := false
+			for n := range required {
+				missing = missing || !got[n]
+			}
+			if !missing || ctx.Err() != nil {
+				return got, order
+			}
+			continue
 		}
 		for _, m := range msgs {
 			n, ok := number(m)
@@ -542,7 +563,7 @@ func drainNumbers(ctx context.Context, t *testing.T, x *extras, r *azservicebus.
 			if got[n] {
 				x.violate(vResurrected, "%s: %s delivered twice in one drain", what, m.MessageID)
 			}
-			got[n] = true
+			got[n], order = true, append(order, n)
 			if err := r.CompleteMessage(ctx, m, nil); err != nil {
 				t.Fatalf("draining %s: completing %s: %v", what, m.MessageID, err)
 			}

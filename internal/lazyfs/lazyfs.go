@@ -78,10 +78,7 @@ func (l *FS) mount() error {
 		return fmt.Errorf("lazyfs: %w", err)
 	}
 	root := &fs.LoopbackRoot{Path: l.cache, Dev: st.Dev}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, l: l}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root.RootNode = &node{LoopbackNode: &fs.LoopbackNode{RootData: root}, l: l}
 	zero := time.Duration(0)
 	server, err := fs.Mount(l.mnt, root.RootNode, &fs.Options{
 		// No kernel caching of names and attributes: the cache directory
@@ -181,7 +178,7 @@ func unmount(s *fuse.Server) error {
 // node is a file or directory; its unsynced data is the byte range
 // [lo, hi) of the cache file, and sizeDirty says its size changed.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	l *FS
 
 	mu        sync.Mutex
@@ -193,6 +190,11 @@ type node struct {
 // paths returns where name, under this directory node, or the node itself
 // (name ""), lives in the cache and disk directories; ok is false for a
 // node no longer linked into the tree.
+// WrapChild makes every node of the tree a node of this file system.
+func (n *node) WrapChild(_ context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), l: n.l}
+}
+
 func (n *node) paths(name string) (cache, disk string, ok bool) {
 	if !n.IsRoot() {
 		if _, parent := n.Parent(); parent == nil {

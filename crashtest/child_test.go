@@ -28,9 +28,6 @@ const (
 	// envSeed seeds the random kill moments; unset, a random seed is
 	// taken and logged.
 	envSeed = "BUSBAR_CRASHTEST_SEED"
-	// envStrictOrder makes a session message delivered out of order during
-	// the load a violation (see extras.liveDisorder).
-	envStrictOrder = "BUSBAR_CRASHTEST_STRICT_ORDER"
 )
 
 // roundsOr returns the number of rounds envRounds asks for, or def.

@@ -262,3 +262,58 @@ func checkStored(t *testing.T, client *azservicebus.Client, want map[int]bool, o
 		}
 	}
 }
+
+// TestFullDiskWithoutReserve turns the reserve off (--min-free-mb -1) and
+// fills the volume for real: the broker must not acknowledge a send it
+// could not write. Pebble does not go on after a failed WAL write, so
+// busbar stops; once space is freed, a restart finds every acknowledged
+// message intact.
+func TestFullDiskWithoutReserve(t *testing.T) {
+	vol := mountVolume(t, 96)
+	tmp := t.TempDir()
+	bin := buildBusbar(t, tmp)
+	cfg := filepath.Join(tmp, "Config.json")
+	if err := os.WriteFile(cfg, []byte(fullConfigJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(vol, "data")
+	args := []string{"--min-free-mb", "-1"}
+	c := startChild(t, bin, data, cfg, args...)
+	client := newClient(t, c)
+	sender, err := client.NewSender(fullQueue, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ballast := filepath.Join(vol, "ballast")
+	if err := os.WriteFile(ballast, make([]byte, availBytes(t, vol)-8<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stored := map[int]bool{}
+	var failure error
+	for n := 0; n < 1000 && failure == nil; n++ {
+		if failure = sender.SendMessage(ctx, &azservicebus.Message{MessageID: to.Ptr(strconv.Itoa(n)), Body: fullBody(n)}, nil); failure == nil {
+			stored[n] = true
+		}
+	}
+	if failure == nil {
+		t.Fatalf("1000 sends of %d KiB were all accepted on a full volume", fullBodySize>>10)
+	}
+	t.Logf("%d sends acknowledged, then: %v", len(stored), failure)
+	select {
+	case <-c.Exited():
+		t.Logf("busbar stopped: %s", lastLine(c.Log(), "fatal"))
+	case <-time.After(exitTimeout):
+		t.Fatalf("busbar still runs %v after its volume filled up:\n%s", exitTimeout, c.LogTail(4000))
+	}
+	closeClient(client)
+	if err := os.Remove(ballast); err != nil {
+		t.Fatal(err)
+	}
+	c = startChild(t, bin, data, cfg, args...)
+	client = newClient(t, c)
+	defer closeClient(client)
+	checkStored(t, client, stored, true)
+	terminate(t, c)
+}

@@ -371,7 +371,7 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 				required[n] = true
 			}
 		}
-		got, _ := drainNumbers(t, x, r, "subscription "+sub.name, required)
+		got, _ := drainNumbers(t, x, r, "subscription "+sub.name, 256, required)
 		for n := range required {
 			if !got[n] {
 				x.violate(vLost, "subscription %s: t-%d acknowledged, matching, never completed, not delivered after the restart", sub.name, n)
@@ -399,7 +399,7 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 			required[n] = true
 		}
 	}
-	active, _ := drainNumbers(t, x, r, sideName, required)
+	active, _ := drainNumbers(t, x, r, sideName, 256, required)
 	for n, d := range x.sideDone {
 		if d.ok && active[n] {
 			x.violate(vResurrected, "%s: d-%d active again after its %v was acknowledged", sideName, n, d.f)
@@ -447,7 +447,7 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 			required[n] = true
 		}
 	}
-	dead, _ := drainNumbers(t, x, dlq, sideName+" dead-letter queue", required)
+	dead, _ := drainNumbers(t, x, dlq, sideName+" dead-letter queue", 256, required)
 	for n, ok := range x.sideSent {
 		d := x.sideDone[n]
 		somewhere := active[n] || gotDeferred[n] || dead[n]
@@ -481,7 +481,7 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 				required[k] = true
 			}
 		}
-		got, order := drainNumbers(t, x, sr, "session "+sid, required)
+		got, order := drainNumbers(t, x, sr, "session "+sid, 1, required)
 		_ = sr.Close(ctx)
 		if !sort.IntsAreSorted(order) {
 			x.violate(vOrder, "session %s: after the restart the messages came in the order %v", sid, first64(order))
@@ -508,8 +508,9 @@ type drainer interface {
 
 // drainNumbers receives and completes everything r delivers until it is
 // quiet and every number in required has come, or drainTimeout passed, and
-// returns the numbers delivered, in order.
-func drainNumbers(t *testing.T, x *extras, r drainer, what string, required map[int]bool) (map[int]bool, []int) {
+// returns the numbers delivered, in order. It receives perCall messages
+// per call: 1 where order is checked (see consumeOrdered).
+func drainNumbers(t *testing.T, x *extras, r drainer, what string, perCall int, required map[int]bool) (map[int]bool, []int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
@@ -517,7 +518,7 @@ func drainNumbers(t *testing.T, x *extras, r drainer, what string, required map[
 	var order []int
 	for {
 		qctx, qcancel := context.WithTimeout(ctx, quietWait)
-		msgs, err := r.ReceiveMessages(qctx, 256, nil)
+		msgs, err := r.ReceiveMessages(qctx, perCall, nil)
 		qcancel()
 		if err != nil && !isCtxErr(err) {
 			t.Fatalf("draining %s: %v", what, err)

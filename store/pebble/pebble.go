@@ -178,6 +178,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.db = db
 	s.committer.start(s)
+	s.startSpaceGuard()
 	return s, nil
 }
 
@@ -341,6 +342,7 @@ func (s *Store) Close() error {
 	}
 	<-s.drained
 	s.committer.stop()
+	s.stopSpaceGuard()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store/pebble: close: %w", err)
 	}

@@ -67,19 +67,30 @@ func (s *Store) readSpace() {
 	s.space.read.Store(true)
 }
 
+// availEstimate is the last reading less what the store committed since.
+func (s *Store) availEstimate() uint64 {
+	avail := s.space.avail.Load()
+	if used := s.bytes.Load() - s.space.written.Load(); used < avail {
+		return avail - used
+	}
+	return 0
+}
+
 // CheckSpace implements store.SpaceGuard: it returns an error wrapping
 // store.ErrFull while the volume holding the store has less than
 // Options.MinFreeBytes available. The volume is read every 100 ms; in
-// between, what the store committed since the reading counts as used.
+// between, what the store committed since the reading counts as used, and
+// an estimate below the reserve is checked with a fresh reading before a
+// write is refused.
 func (s *Store) CheckSpace() error {
 	if s.opts.MinFreeBytes < 0 || !s.space.read.Load() {
 		return nil
 	}
-	avail := s.space.avail.Load()
-	if used := s.bytes.Load() - s.space.written.Load(); used < avail {
-		avail -= used
-	} else {
-		avail = 0
+	avail := s.availEstimate()
+	if avail < uint64(s.opts.MinFreeBytes) {
+		// Refuse on a fresh reading only: the last one may be stale.
+		s.readSpace()
+		avail = s.availEstimate()
 	}
 	if avail < uint64(s.opts.MinFreeBytes) {
 		return fmt.Errorf("%w: %d bytes free on the volume of %s, below the reserve of %d bytes kept for completions",

@@ -3,17 +3,18 @@ package crashtest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
-	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/serveproc"
 )
 
@@ -350,7 +351,8 @@ func (ld *load) consumeOrdered(ctx context.Context, c *azservicebus.Client, sid 
 // it.
 func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 	t.Helper()
-	ac, err := busbartest.PlainAdminClient(adminConnString(c))
+	ac, err := admin.NewClientFromConnectionString(adminConnString(c),
+		&admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: plainHTTP{}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -654,6 +656,16 @@ func checkCounts(ctx context.Context, t *testing.T, x *extras, ac *admin.Client,
 		}
 		compare("subscription "+sub.name, got, int64(p.ActiveMessageCount), int64(p.DeadLetterMessageCount), 0, p.TotalMessageCount)
 	}
+}
+
+// plainHTTP sends the admin client's requests, which it always builds as
+// https URLs, over the child's plain HTTP listener.
+type plainHTTP struct{}
+
+func (plainHTTP) Do(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	r.URL.Scheme = "http"
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // adminConnString is the child's connection string for its HTTP listener.

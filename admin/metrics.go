@@ -27,8 +27,13 @@ type Metrics struct {
 	connectionsTotal prometheus.Counter
 	links            *prometheus.GaugeVec
 
-	messagesIn   *prometheus.CounterVec
-	messagesOut  *prometheus.CounterVec
+	messagesIn  *prometheus.CounterVec
+	messagesOut *prometheus.CounterVec
+	// inByEntity and outByEntity cache the counters of messagesIn and
+	// messagesOut by entity path: resolving a label value costs allocations
+	// and a hash, and these two are counted for every message.
+	inByEntity   sync.Map // string → prometheus.Counter
+	outByEntity  sync.Map // string → prometheus.Counter
 	deadLettered *prometheus.CounterVec
 	lockExpired  *prometheus.CounterVec
 
@@ -122,7 +127,7 @@ func (m *Metrics) MessagesIn(entity string, n int) {
 	if m == nil {
 		return
 	}
-	m.messagesIn.WithLabelValues(entity).Add(float64(n))
+	entityCounter(&m.inByEntity, m.messagesIn, entity).Add(float64(n))
 }
 
 // MessagesOut implements broker.Observer.
@@ -130,7 +135,18 @@ func (m *Metrics) MessagesOut(entity string, n int) {
 	if m == nil {
 		return
 	}
-	m.messagesOut.WithLabelValues(entity).Add(float64(n))
+	entityCounter(&m.outByEntity, m.messagesOut, entity).Add(float64(n))
+}
+
+// entityCounter returns vec's counter for entity, from cache when it has
+// been resolved before.
+func entityCounter(cache *sync.Map, vec *prometheus.CounterVec, entity string) prometheus.Counter {
+	if c, ok := cache.Load(entity); ok {
+		return c.(prometheus.Counter)
+	}
+	c := vec.WithLabelValues(entity)
+	cache.Store(entity, c)
+	return c
 }
 
 // DeadLettered implements broker.Observer.

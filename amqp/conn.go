@@ -545,7 +545,10 @@ func frameName(body frames.Body) string {
 // waiting for it, so it closes the connection with amqp:internal-error.
 func (c *Conn) send(ch uint16, body frames.Body) error {
 	err := c.w.frame(frames.TypeAMQP, ch, body)
-	var ee *encodeError
+	if err == nil {
+		return nil
+	}
+	var ee *encodeError // errors.As takes its address: declared only on failure, where it may escape
 	if errors.As(err, &ee) {
 		c.log.Error("cannot encode frame", "frame", frameName(body), "err", ee.err)
 		c.closeLocked(NewError(CondInternalError, "cannot encode the %s frame: %v", frameName(body), ee.err))

@@ -100,7 +100,8 @@ type Delivery struct {
 	// that is valid only during the Transfer call.
 	Payload []byte
 
-	r *Receiver
+	r        *Receiver
+	oversize *frames.Error // set when the engine rejects it (SetRejectOversize)
 }
 
 // Settle settles the delivery with an outcome (see Receiver.Settle).

@@ -367,6 +367,41 @@ func TestRawMaxMessageSize(t *testing.T) {
 	}
 }
 
+// With SetRejectOversize a delivery over the limit, in one frame or
+// several, is rejected with amqp:link:message-size-exceeded and the link
+// stays attached (what Service Bus does; the Python SDK needs it).
+func TestRawRejectOversize(t *testing.T) {
+	b := startBroker(t, amqp.Config{MaxMessageSize: 1000})
+	b.SetRejectOversize("m")
+	c := rawDial(t, b.Addr)
+	c.open(nil)
+	c.begin(nil)
+	c.attachSender(0, "m", nil)
+	expect[*frames.Flow](c)
+	rejected := func(id uint32) {
+		t.Helper()
+		d := expect[*frames.Disposition](c)
+		rj, ok := d.State.(*frames.Rejected)
+		if d.First != id || !d.Settled || !ok || rj.Error == nil || rj.Error.Condition != amqp.CondMessageSizeExceeded ||
+			!strings.Contains(rj.Error.Description, "1000") {
+			t.Fatalf("disposition %+v (state %+v), want delivery %d rejected for its size", d, d.State, id)
+		}
+	}
+	c.write(0, transfer(0, 0, false, make([]byte, 1001)))
+	rejected(0)
+	c.write(0, &frames.Transfer{Handle: 0, DeliveryID: u32(1), DeliveryTag: []byte("x"), MessageFormat: u32(0), More: true, Payload: make([]byte, 600)})
+	c.write(0, &frames.Transfer{Handle: 0, More: true, Payload: make([]byte, 401)})
+	c.write(0, &frames.Transfer{Handle: 0, Payload: make([]byte, 50)})
+	rejected(1)
+	c.write(0, transfer(0, 2, false, []byte("fits")))
+	if d := expect[*frames.Disposition](c); d.First != 2 || !d.Settled {
+		t.Fatalf("disposition %+v, want delivery 2 settled", d)
+	}
+	if got := b.Take("m"); len(got) != 1 || string(got[0]) != "fits" {
+		t.Fatalf("queued %q, want only the message that fits", got)
+	}
+}
+
 func TestRawReceiverSettleModeSecond(t *testing.T) {
 	b := startBroker(t, amqp.Config{})
 	c := rawDial(t, b.Addr)

@@ -18,6 +18,10 @@ type Receiver struct {
 	maxMessage    uint64
 	second        bool // receiver settle mode second
 	available     uint32
+	// rejectOversize rejects a delivery over maxMessage instead of
+	// detaching the link; discard drops the rest of such a delivery.
+	rejectOversize bool
+	discard        bool
 
 	// The delivery being reassembled from several transfer frames.
 	partial  bool
@@ -76,6 +80,19 @@ func (r *Receiver) Available() uint32 {
 // MaxMessageSize returns the largest delivery the link accepts (0: no limit),
 // from the attach reply.
 func (r *Receiver) MaxMessageSize() uint64 { return r.reply.MaxMessageSize }
+
+// SetRejectOversize makes a delivery larger than the link's max-message-size
+// settle as rejected with amqp:link:message-size-exceeded (never reaching
+// the handler) while the link stays attached; by default the engine
+// detaches the link with that error, as AMQP specifies. Service Bus rejects
+// the delivery, and the Python SDK reports the size error only that way.
+// Call it from the Handler's AttachReceiver.
+func (r *Receiver) SetRejectOversize() {
+	c := r.sess.c
+	c.mu.Lock()
+	r.rejectOversize = true
+	c.mu.Unlock()
+}
 
 // Settle settles an unsettled delivery with a state (usually an outcome:
 // &frames.Accepted{}, &frames.Rejected{...}, &frames.Released{},
@@ -286,6 +303,12 @@ func (s *Session) onTransfer(t *frames.Transfer) {
 	if !ready {
 		return
 	}
+	if d.oversize != nil {
+		if !d.Settled {
+			_ = r.Settle(d.ID, &frames.Rejected{Error: d.oversize})
+		}
+		return
+	}
 	r.h.Transfer(r, d)
 	c.mu.Lock()
 	r.refillLocked()
@@ -313,6 +336,9 @@ func (r *Receiver) transferLocked(t *frames.Transfer) (d Delivery, ready bool, e
 		}
 		if !t.More {
 			if r.maxMessage > 0 && uint64(len(t.Payload)) > r.maxMessage {
+				if r.rejectOversize {
+					return Delivery{ID: *t.DeliveryID, Settled: t.Settled, r: r, oversize: r.tooBig(uint64(len(t.Payload)))}, true, nil
+				}
 				return d, false, r.tooBig(uint64(len(t.Payload)))
 			}
 			format := uint32(0)
@@ -338,7 +364,7 @@ func (r *Receiver) transferLocked(t *frames.Transfer) (d Delivery, ready bool, e
 				r.remote.Name, *t.DeliveryID, r.curID)
 		}
 		if t.Aborted {
-			r.partial = false
+			r.partial, r.discard = false, false
 			r.buf = r.buf[:0]
 			return d, false, nil
 		}
@@ -347,7 +373,23 @@ func (r *Receiver) transferLocked(t *frames.Transfer) (d Delivery, ready bool, e
 			r.curState = t.State
 		}
 	}
+	if r.discard {
+		if t.More {
+			return d, false, nil
+		}
+		r.partial, r.discard = false, false
+		return Delivery{ID: r.curID, Settled: r.curSettl, r: r, oversize: r.tooBig(r.maxMessage + 1)}, true, nil
+	}
 	if size := uint64(len(r.buf)) + uint64(len(t.Payload)); r.maxMessage > 0 && size > r.maxMessage {
+		if r.rejectOversize {
+			r.buf = r.buf[:0]
+			if t.More {
+				r.discard = true
+				return d, false, nil
+			}
+			r.partial = false
+			return Delivery{ID: r.curID, Settled: r.curSettl, r: r, oversize: r.tooBig(size)}, true, nil
+		}
 		r.partial = false
 		return d, false, r.tooBig(size)
 	}

@@ -218,7 +218,23 @@ if want postgres && install_pkgs postgresql; then
 	wait_for psql -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'select 1'
 	BROKER_PID=$(head -n 1 "$P/data/postmaster.pid")
 	psql -q -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c 'CREATE DATABASE bench'
+	# pg_usage LABEL: PostgreSQL's committed transactions and WAL bytes since
+	# the previous call, appended to $OUT/postgres-usage.txt (divide by the
+	# run's messages for transactions and bytes per message).
+	PG_MARK=""
+	pg_usage() {
+		local now
+		now=$(psql -Atq -h 127.0.0.1 -p "$PG_PORT" -U bench -d postgres -c \
+			"SELECT sum(xact_commit)::bigint || ' ' || pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint FROM pg_stat_database")
+		if [ -n "$PG_MARK" ] && [ -n "$1" ]; then
+			echo "${now%% *} ${PG_MARK%% *} ${now##* } ${PG_MARK##* }" |
+				awk -v label="$1" '{printf "%s: %d transactions committed, %d WAL bytes\n", label, $1-$2, $3-$4}' >>"$OUT/postgres-usage.txt"
+		fi
+		PG_MARK=$now
+	}
+	pg_usage ""
 	run_all postgres "$WORKLOADS" "$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable"
+	pg_usage "postgres SKIP LOCKED peer ($WORKLOADS)"
 	PG_PID=$BROKER_PID
 	if want busbar; then
 		# One Busbar node with its store in this PostgreSQL (busbar serve
@@ -230,7 +246,9 @@ if want postgres && install_pkgs postgresql; then
 		BROKER_PID=$!
 		wait_for grep -q 'Endpoint=' "$WORK/busbar-pg.out"
 		CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pg.out" | head -n 1)
+		pg_usage ""
 		run_all busbar-pgstore-raw "$(echo " $WORKLOADS " | grep -o ' w2 ' || true)" "$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar on postgres" --client raw
+		pg_usage "busbar node on postgres (w2, raw client)"
 		kill -TERM "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true
 		BROKER_PID=$PG_PID
 	fi

@@ -62,7 +62,7 @@ func (b *Broker) EntityAuthorizationRules(path string) (string, []AuthorizationR
 	if name == "" {
 		return "", nil
 	}
-	e, err := b.lookup(name)
+	e, err := b.lookupEntity(name)
 	if err != nil || e.kind == kindSubscription {
 		return "", nil
 	}

@@ -35,6 +35,13 @@ type Options struct {
 	// disk until receivers reach it (default DefaultPageWindow; negative:
 	// keep every message in memory). See pager.go.
 	PageWindow int
+	// Dormant starts every entity dormant: known by name, its records not
+	// loaded, its data operations refused with ErrNotOwned until Load. A
+	// node of a cluster runs so and loads the entities it owns (cluster.go).
+	Dormant bool
+	// Created, when set, is called after this broker created a queue or
+	// topic (a cluster node then takes it at once if it is to serve it).
+	Created func(ctx context.Context)
 }
 
 // Observer receives events for metrics. Methods are called synchronously
@@ -61,8 +68,9 @@ type Broker struct {
 	wheel *wheel
 	cache *msgCache
 
-	rndMu sync.Mutex
-	rnd   *bufio.Reader
+	rndMu  sync.Mutex
+	rnd    *bufio.Reader
+	rndTok LockToken // scratch for newToken, on rndMu: a local array read through io.Reader would escape to the heap
 
 	mu       sync.RWMutex // guards byName, byID, nextID, closed
 	byName   map[string]*entity
@@ -170,8 +178,33 @@ func (b *Broker) commit(ctx context.Context, bt *store.Batch) error {
 	return nil
 }
 
-// batchBuf is a store.Batch built by the broker.
-type batchBuf struct{ store.Batch }
+// batchBuf is a store.Batch built by the broker. Its hot keys are carved
+// from shared chunks (one allocation for many keys): a store may keep the
+// slices of a committed batch, and nothing writes to a carved key again.
+type batchBuf struct {
+	store.Batch
+	arena []byte
+}
+
+// alloc returns n bytes of the arena.
+func (bt *batchBuf) alloc(n int) []byte {
+	if cap(bt.arena)-len(bt.arena) < n {
+		bt.arena = make([]byte, 0, max(1024, n))
+	}
+	i := len(bt.arena)
+	bt.arena = bt.arena[:i+n]
+	return bt.arena[i : i+n : i+n]
+}
+
+// msgKey is msgKey, from the arena.
+func (bt *batchBuf) msgKey(id uint64, sub Subqueue, seq uint64) []byte {
+	return putMsgKey(bt.alloc(msgKeyLen), id, sub, seq)
+}
+
+// bodyKey is the key of message body ref, from the arena.
+func (bt *batchBuf) bodyKey(id, ref uint64) []byte {
+	return putKey2(bt.alloc(key2Len), kBody, id, ref)
+}
 
 func encodeUint(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
@@ -189,9 +222,9 @@ func (b *Broker) newID() [16]byte { return b.newToken() }
 // newToken returns a random version-4 UUID. A failing random source is a
 // fatal misconfiguration.
 func (b *Broker) newToken() LockToken {
-	var t LockToken
 	b.rndMu.Lock()
-	_, err := io.ReadFull(b.rnd, t[:])
+	_, err := io.ReadFull(b.rnd, b.rndTok[:])
+	t := b.rndTok
 	b.rndMu.Unlock()
 	if err != nil {
 		panic(fmt.Sprintf("broker: random source failed: %v", err))
@@ -201,8 +234,20 @@ func (b *Broker) newToken() LockToken {
 	return t
 }
 
-// lookup finds a queue or topic by name, case-insensitively.
+// lookup finds a queue or topic by name, case-insensitively, for an
+// operation on its messages: a dormant entity (owned by another node of a
+// cluster) is refused with ErrNotOwned.
 func (b *Broker) lookup(name string) (*entity, error) {
+	e, err := b.lookupEntity(name)
+	if err == nil && e.dormant.Load() {
+		return nil, errorf(ErrNotOwned, "%q is served by another node of the cluster", e.name)
+	}
+	return e, err
+}
+
+// lookupEntity finds a queue or topic by name, dormant or not: for
+// management.
+func (b *Broker) lookupEntity(name string) (*entity, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if b.closed {

@@ -46,8 +46,15 @@ func key1(kind byte, id uint64) []byte {
 	return k
 }
 
-func key2(kind byte, id, n uint64) []byte {
-	k := make([]byte, 17)
+// Lengths of the keys key2 and msgKey make.
+const (
+	key2Len   = 17
+	msgKeyLen = 18
+)
+
+func key2(kind byte, id, n uint64) []byte { return putKey2(make([]byte, key2Len), kind, id, n) }
+
+func putKey2(k []byte, kind byte, id, n uint64) []byte {
 	k[0] = kind
 	binary.BigEndian.PutUint64(k[1:], id)
 	binary.BigEndian.PutUint64(k[9:], n)
@@ -57,7 +64,10 @@ func key2(kind byte, id, n uint64) []byte {
 // msgKey is the key of a message's index record: per subqueue, so that a
 // dead-letter peek reads only dead letters.
 func msgKey(id uint64, sub Subqueue, seq uint64) []byte {
-	k := make([]byte, 18)
+	return putMsgKey(make([]byte, msgKeyLen), id, sub, seq)
+}
+
+func putMsgKey(k []byte, id uint64, sub Subqueue, seq uint64) []byte {
 	k[0] = kMessage
 	binary.BigEndian.PutUint64(k[1:], id)
 	k[9] = byte(sub)

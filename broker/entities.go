@@ -37,7 +37,7 @@ func (b *Broker) CreateQueue(ctx context.Context, name string, p QueueProperties
 		return err
 	}
 	pp := fromQueue(p)
-	return b.createTop(ctx, kindQueue, name, pp)
+	return b.created(ctx, b.createTop(ctx, kindQueue, name, pp))
 }
 
 // CreateTopic creates a topic.
@@ -48,7 +48,15 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, p TopicProperties
 	if err := validateEntityName("topic", name); err != nil {
 		return err
 	}
-	return b.createTop(ctx, kindTopic, name, fromTopic(p))
+	return b.created(ctx, b.createTop(ctx, kindTopic, name, fromTopic(p)))
+}
+
+// created calls Options.Created after a successful creation.
+func (b *Broker) created(ctx context.Context, err error) error {
+	if err == nil && b.opts.Created != nil {
+		b.opts.Created(ctx)
+	}
+	return err
 }
 
 func (b *Broker) createTop(ctx context.Context, k entityKind, name string, pp props) error {
@@ -114,6 +122,10 @@ func (b *Broker) checkForward(pp *props, self string) error {
 // materialize builds the in-memory entity for a record.
 func (b *Broker) materialize(rec *entityRecord, parent *entity) *entity {
 	e := &entity{b: b, id: rec.id, kind: rec.kind, name: rec.name, parent: parent, created: rec.created, updated: rec.updated}
+	e.dormant.Store(b.opts.Dormant)
+	if parent != nil {
+		e.dormant.Store(parent.dormant.Load()) // a subscription moves with its topic
+	}
 	e.idle = deadline{index: -1, kind: dlIdle, ent: e}
 	p := rec.p
 	e.p.Store(&p)
@@ -151,6 +163,11 @@ func (b *Broker) armIdle(e *entity) {
 func (b *Broker) onIdleDeadline(e *entity, now int64) {
 	p := e.props()
 	if p.AutoDeleteOnIdle >= InfiniteTTL {
+		return
+	}
+	if e.dormant.Load() {
+		// A dormant entity's owner, not this node, sees its use.
+		b.wheel.set(&e.idle, now+int64(p.AutoDeleteOnIdle))
 		return
 	}
 	if due := e.accessed.Load() + int64(p.AutoDeleteOnIdle); due > now {
@@ -249,7 +266,7 @@ func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp 
 
 // entityOf finds a queue, topic or subscription of the given kind.
 func (b *Broker) entityOf(k entityKind, name, sub string) (*entity, error) {
-	e, err := b.lookup(name)
+	e, err := b.lookupEntity(name)
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +357,11 @@ func deleteEntityKeys(bt *batchBuf, id uint64) {
 // dropEntity releases the memory and deadlines of a deleted entity and
 // closes its consumers.
 func (b *Broker) dropEntity(e *entity) {
+	b.dropEntityWith(e, errorf(ErrNotFound, "%s %q was deleted", e.kind, e.path()))
+}
+
+// dropEntityWith is dropEntity telling consumers and waiters gone.
+func (b *Broker) dropEntityWith(e *entity, gone error) {
 	e.deleted.Store(true)
 	b.wheel.remove(&e.idle)
 	q := e.q
@@ -375,7 +397,6 @@ func (b *Broker) dropEntity(e *entity) {
 		c.closed = true
 	}
 	q.mu.Unlock()
-	gone := errorf(ErrNotFound, "%s %q was deleted", e.kind, e.path())
 	for _, w := range waiters {
 		b.wheel.remove(&w.dl)
 		w.done(nil, gone)

@@ -35,6 +35,9 @@ var (
 	ErrTimeout = errors.New("operation timed out")
 	// ErrMessageNotFound: no message with that sequence number.
 	ErrMessageNotFound = errors.New("message not found")
+	// ErrNotOwned: the entity is served by another node of a cluster (or
+	// is moving between nodes); retry, through the node that owns it.
+	ErrNotOwned = errors.New("entity not owned by this node")
 	// ErrClosed: the broker or the consumer is closed.
 	ErrClosed = errors.New("closed")
 )

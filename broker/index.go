@@ -22,6 +22,7 @@ type entity struct {
 	subs     map[string]*entity
 	rules    []*rule // subscription rules, sorted by folded name
 	deleted  atomic.Bool
+	dormant  atomic.Bool // owned by another node of a cluster (cluster.go)
 	idle     deadline
 
 	q   *qstate     // queue, subscription

@@ -266,6 +266,10 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message)
 	if c.cold != q.pg.cold {
 		c.errorf("paging: %d cold records, pg.cold says %d", c.cold, q.pg.cold)
 	}
+	if len(q.order.pend) != 0 || len(q.order.held) != 0 {
+		c.errorf("publication order: %d sequence numbers pending, %d messages held at a quiescent point",
+			len(q.order.pend), len(q.order.held))
+	}
 	if q.pg.counting || q.pg.running || q.pg.scanning || len(q.pg.unpub) != 0 {
 		c.errorf("paging: counting %v, running %v, scanning %v, %d unpublished at a quiescent point",
 			q.pg.counting, q.pg.running, q.pg.scanning, len(q.pg.unpub))

@@ -31,6 +31,7 @@ type qstate struct {
 	reserved int64       // bytes of sends not yet committed
 	peak     int         // largest len(msgs) since msgs was last rebuilt
 	pg       pager       // the backlog beyond a window stays on disk (pager.go)
+	order    pubOrder    // new messages become available in sequence order (order.go)
 
 	// Settlements waiting to be combined (settle.go). smu guards sq and
 	// taking; it is taken after mu or alone.

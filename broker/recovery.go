@@ -56,6 +56,12 @@ func (b *Broker) recover(ctx context.Context) error {
 			}
 		}
 	}
+	if b.opts.Dormant {
+		for _, e := range b.byID {
+			b.armIdle(e)
+		}
+		return nil // entities are loaded one by one (Load)
+	}
 	for _, e := range b.byID {
 		if err := b.loadEntity(ctx, e, now.UnixNano()); err != nil {
 			return err

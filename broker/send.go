@@ -15,6 +15,8 @@ type txn struct {
 	bt     batchBuf
 	now    time.Time
 	places []*placement
+	gates  []gate // sequence numbers entered in queues' publication order (order.go)
+	vis    visibility
 	dedupe []dedupeUndo
 	marks  []seqMark
 }
@@ -26,7 +28,8 @@ type placement struct {
 	m       *msgIdx
 	session string
 	msg     *Message
-	reason  string // dead-lettered on arrival, for the metric once committed
+	reason  string      // dead-lettered on arrival, for the metric once committed
+	vis     *visibility // its txn's (order.go)
 }
 
 type dedupeUndo struct {
@@ -76,12 +79,7 @@ func (tx *txn) write() error {
 }
 
 func (tx *txn) abort() {
-	for _, p := range tx.places {
-		p.q.mu.Lock()
-		p.q.reserved -= int64(p.m.size)
-		p.q.undecided(p.m.sub, p.m.seq)
-		p.q.mu.Unlock()
-	}
+	tx.end(tx.places, tx.gates, false)
 	for _, u := range tx.dedupe {
 		u.dd.mu.Lock()
 		if at, ok := u.dd.seen[u.id]; ok && at == u.at {
@@ -89,52 +87,108 @@ func (tx *txn) abort() {
 		}
 		u.dd.mu.Unlock()
 	}
-	tx.places, tx.dedupe = nil, nil
+	tx.places, tx.gates, tx.dedupe = nil, nil, nil
 }
 
+// publish makes the committed txn's messages available, and returns once
+// they all are: a message held behind a lower sequence number another send
+// is still committing (order.go) waits for it, at most about one group
+// commit. It must not be called with a queue lock held.
 func (tx *txn) publish() {
-	var q *qstate
-	var w *work
-	in := 0
-	flush := func() {
-		if q == nil {
-			return
+	tx.vis.n.Store(1)
+	tx.end(tx.places, tx.gates, true)
+	tx.places, tx.gates = nil, nil
+	tx.vis.done()
+	if tx.vis.n.Load() != 0 {
+		<-tx.vis.ch
+	}
+}
+
+// dropSince undoes the placements and gates a failed step added after the
+// first np and ng of them, before anything was committed.
+func (tx *txn) dropSince(np, ng int) {
+	tx.end(tx.places[np:], tx.gates[ng:], false)
+	tx.places, tx.gates = tx.places[:np], tx.gates[:ng]
+}
+
+// end finishes places and gates queue by queue: committed, the messages
+// become available, in sequence order (order.go); not committed, their
+// reservations are returned. Either way, messages of other txns held behind
+// these sequence numbers become available when nothing earlier is pending.
+func (tx *txn) end(places []*placement, gates []gate, committed bool) {
+	var qs []*qstate
+	add := func(q *qstate) {
+		for i := len(qs) - 1; i >= 0; i-- {
+			if qs[i] == q {
+				return
+			}
+		}
+		qs = append(qs, q)
+	}
+	for _, p := range places {
+		add(p.q)
+	}
+	for _, g := range gates {
+		add(g.q)
+	}
+	for _, q := range qs {
+		w := &work{q: q}
+		in := 0
+		q.mu.Lock()
+		for _, g := range gates {
+			if g.q == q {
+				q.order.leave(g.seq)
+			}
+		}
+		for _, p := range places {
+			switch {
+			case p.q != q:
+			case !committed:
+				q.reserved -= int64(p.m.size)
+				q.undecided(p.m.sub, p.m.seq)
+			case p.m.sub == SubqueueMain && q.order.waits(p.m.seq):
+				q.order.hold(p)
+			default:
+				in += q.publishPlacement(p)
+			}
+		}
+		for _, p := range q.order.due() {
+			in += q.publishPlacement(p)
+			p.vis.done()
 		}
 		q.dispatch(w)
 		q.mu.Unlock()
 		tx.b.finish(w)
-		tx.b.obs.MessagesIn(q.ent.path(), in)
-		in = 0
-	}
-	for _, p := range tx.places {
-		if p.q != q {
-			flush()
-			q, w = p.q, &work{q: p.q}
-			q.mu.Lock()
-		}
-		q.reserved -= int64(p.m.size)
-		q.undecided(p.m.sub, p.m.seq)
-		if q.ent.deleted.Load() {
-			continue
-		}
-		if p.m.sub == SubqueueMain && q.sessionful() {
-			p.m.sess = q.session(p.session, true)
-		}
-		if q.wantsCold(p.m) {
-			q.addCold(p.m)
-		} else {
-			q.insert(p.m)
-			tx.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
-		}
-		if p.reason != "" {
-			tx.b.obs.DeadLettered(q.ent.path(), p.reason)
-		}
-		if p.m.sub == SubqueueMain {
-			in++
+		if in > 0 {
+			tx.b.obs.MessagesIn(q.ent.path(), in)
 		}
 	}
-	flush()
-	tx.places = nil
+}
+
+// publishPlacement indexes a committed message and routes it; it returns 1
+// for a message of the main subqueue (counted as in), else 0; q.mu is held.
+func (q *qstate) publishPlacement(p *placement) int {
+	q.reserved -= int64(p.m.size)
+	q.undecided(p.m.sub, p.m.seq)
+	if q.ent.deleted.Load() {
+		return 0
+	}
+	if p.m.sub == SubqueueMain && q.sessionful() {
+		p.m.sess = q.session(p.session, true)
+	}
+	if q.wantsCold(p.m) {
+		q.addCold(p.m)
+	} else {
+		q.insert(p.m)
+		q.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+	}
+	if p.reason != "" {
+		q.b.obs.DeadLettered(q.ent.path(), p.reason)
+	}
+	if p.m.sub == SubqueueMain {
+		return 1
+	}
+	return 0
 }
 
 // Send enqueues msgs on a queue or topic as one atomic batch: when it
@@ -267,10 +321,9 @@ func (p *Pending) Wait() ([]int64, error) {
 // duplicate detection, sequence numbers — and returns while the commit
 // waits for its fsync, so the producer's next send is decided meanwhile and
 // can join the next group commit. after, when not nil, is the producer's
-// previous send: this send's messages become available to receivers only
-// after after's, so a producer's messages keep their order (their sequence
-// numbers are in order too, as each send is decided after the previous
-// one). done, when not nil, is called once with the outcome, after the
+// previous send: this send's outcome is reported only after after's, so a
+// link answers its deliveries in order. (Availability needs no chain: every
+// queue publishes its new messages in sequence-number order, order.go.) done, when not nil, is called once with the outcome, after the
 // messages are available, on a goroutine of the broker's; it must not
 // block for long. Every send is all-or-nothing, as with Send.
 func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, after *Pending, done func(seqs []int64, err error)) *Pending {
@@ -430,7 +483,17 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 	if len(subs) > 0 && total+size > tp.MaxSizeMB<<20 {
 		return 0, errorf(ErrQuotaExceeded, "topic %q holds %d bytes; its limit is %d MB", t.name, total, tp.MaxSizeMB)
 	}
+	// The number is taken and entered in every subscription's publication
+	// order under the topic queue's lock, so each subscription sees the
+	// numbers of concurrent sends enter in ascending order.
+	t.q.mu.Lock()
 	seq := tx.seq(t, 1)
+	for _, s := range subs {
+		s.q.mu.Lock()
+		tx.enterOrder(s.q, seq)
+		s.q.mu.Unlock()
+	}
+	t.q.mu.Unlock()
 	m.SequenceNumber = int64(seq)
 	m.EnqueuedTime = tx.now
 	for _, s := range subs {
@@ -454,7 +517,12 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 			// own from the topic, so they never collide in the subscription.
 			cseq := seq
 			if i > 0 {
+				t.q.mu.Lock()
 				cseq = tx.seq(t, 1)
+				s.q.mu.Lock()
+				tx.enterOrder(s.q, cseq)
+				s.q.mu.Unlock()
+				t.q.mu.Unlock()
 			}
 			if sp.RequiresSession && c.SessionID == "" && !c.EmptySessionID {
 				if _, err := tx.place(s, c, SubqueueDeadLetter, cseq, "SessionIdIsNull", "Session id is null."); err != nil {
@@ -521,6 +589,9 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 	}
 	if seq == 0 {
 		seq = tx.seq(e, 1)
+		if sub == SubqueueMain {
+			tx.enterOrder(q, seq)
+		}
 	}
 	q.reserved += size
 	q.decided(sub, seq)
@@ -548,9 +619,9 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
-	tx.bt.Set(msgKey(e.id, sub, seq), encodeMeta(&mm))
-	tx.bt.Set(key2(kBody, e.id, seq), rec)
-	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason})
+	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), encodeMeta(&mm))
+	tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
+	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason, vis: &tx.vis})
 	return seq, nil
 }
 
@@ -640,6 +711,6 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 
 // deleteMessageKeys deletes the records of message m of entity eid.
 func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
-	bt.Delete(msgKey(eid, m.sub, m.seq))
-	bt.Delete(key2(kBody, eid, m.bodyRef))
+	bt.Delete(bt.msgKey(eid, m.sub, m.seq))
+	bt.Delete(bt.bodyKey(eid, m.bodyRef))
 }

@@ -24,6 +24,7 @@ type gatedStore struct {
 	armed   bool
 	entered chan struct{}
 	release chan struct{}
+	fail    error // the held commit's outcome, when not nil
 }
 
 func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
@@ -34,6 +35,9 @@ func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
 	if hold {
 		g.entered <- struct{}{}
 		<-g.release
+		if g.fail != nil {
+			return g.fail
+		}
 	}
 	return g.Store.Commit(ctx, b)
 }

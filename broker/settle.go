@@ -105,11 +105,11 @@ func (mv *move) prepare() error {
 func (mv *move) write(bt *batchBuf) {
 	id := mv.q.ent.id
 	if mv.sub != mv.m.sub {
-		bt.Delete(msgKey(id, mv.m.sub, mv.m.seq))
+		bt.Delete(bt.msgKey(id, mv.m.sub, mv.m.seq))
 	}
-	bt.Set(msgKey(id, mv.sub, mv.m.seq), mv.meta)
+	bt.Set(bt.msgKey(id, mv.sub, mv.m.seq), mv.meta)
 	if mv.hdr != nil {
-		bt.Set(key2(kBody, id, mv.m.bodyRef), mv.hdr)
+		bt.Set(bt.bodyKey(id, mv.m.bodyRef), mv.hdr)
 	}
 }
 
@@ -148,8 +148,8 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		case mvDelete:
 			deleteMessageKeys(&tx.bt, id, mv.m)
 		case mvActivate:
-			tx.bt.Delete(msgKey(id, SubqueueMain, mv.m.seq))
-			tx.bt.Set(msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
+			tx.bt.Delete(tx.bt.msgKey(id, SubqueueMain, mv.m.seq))
+			tx.bt.Set(tx.bt.msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
 		case mvForward:
 			f := *mv.msg
 			self := mv.fwd == mv.q.ent // a topic's scheduled message fanning out
@@ -160,24 +160,19 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 				f.DeadLetterSource = mv.q.ent.path()
 				f.hops = 0
 			}
-			n, np := len(tx.bt.Ops), len(tx.places)
+			n, np, ng := len(tx.bt.Ops), len(tx.places), len(tx.gates)
 			if _, err := tx.deliverTo(mv.fwd, &f, 0); err != nil {
 				b.log.Warn("forwarding failed; keeping the message", "entity", mv.q.ent.path(), "to", mv.fwd.name, "err", err)
 				tx.bt.Ops = tx.bt.Ops[:n]
-				for _, p := range tx.places[np:] {
-					p.q.mu.Lock()
-					p.q.reserved -= int64(p.m.size)
-					p.q.mu.Unlock()
-				}
-				tx.places = tx.places[:np]
+				tx.dropSince(np, ng)
 				if self {
 					mv.kind = mvRetry
 					continue
 				}
 				if mv.transfer {
 					mv.kind = mvActivate
-					tx.bt.Delete(msgKey(id, SubqueueMain, mv.m.seq))
-					tx.bt.Set(msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
+					tx.bt.Delete(tx.bt.msgKey(id, SubqueueMain, mv.m.seq))
+					tx.bt.Set(tx.bt.msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
 					continue
 				}
 				mv.kind = mvRewrite

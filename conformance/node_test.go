@@ -100,7 +100,7 @@ func TestNodeConformance(t *testing.T) {
 	// A quick send and receive first: when the JS SDK cannot talk to the
 	// broker at all, say so now rather than after every test times out.
 	logMark := brokerLogMark()
-	out, err := runNode(t, dir, env, nodePreflightTimeout, node, filepath.Join("conformance", "preflight.js"))
+	out, err := runProgram(t, dir, env, nodePreflightTimeout, node, filepath.Join("conformance", "preflight.js"))
 	if err != nil {
 		t.Fatalf("the Node preflight failed (%v), so the Node suite was not run:\n%s\nthe broker's link and connection errors meanwhile:\n%s",
 			err, out, brokerErrorsSince(logMark))
@@ -108,28 +108,30 @@ func TestNodeConformance(t *testing.T) {
 
 	args := append([]string{"--test", "--test-reporter=spec", "--test-concurrency=4"}, files...)
 	start := time.Now()
-	out, err = runNode(t, dir, env, nodeSuiteTimeout, node, args...)
+	out, err = runProgram(t, dir, env, nodeSuiteTimeout, node, args...)
 	t.Logf("node --test ran in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("the Node conformance suite failed (%v); failing tests:\n%s", err, failingNodeTests(out))
 	}
 }
 
-// runNode runs node with args in dir and returns its combined output.
-func runNode(t *testing.T, dir string, env []string, limit time.Duration, node string, args ...string) (string, error) {
+// runProgram runs prog (node, python) with args in dir and returns its
+// combined output.
+func runProgram(t *testing.T, dir string, env []string, limit time.Duration, prog string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, args...)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Dir = dir
 	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second // children (pytest-xdist's workers) may hold the output open
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		err = fmt.Errorf("%w (killed after %v)", err, limit)
 	}
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) && ctx.Err() == nil {
-		t.Fatalf("running node: %v", err)
+		t.Fatalf("running %s: %v", prog, err)
 	}
 	return string(out), err
 }

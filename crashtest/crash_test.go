@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-
-	"github.com/busbar-io/busbar/internal/serveproc"
 )
 
 const (
@@ -136,8 +134,8 @@ func crash(t *testing.T, run crashRun) {
 			t.Errorf("round %d: the root key changed across the restart: %q, then %q", round, key, k)
 		}
 		checkExtras(t, x, c)
-		drain(t, l, c)
-		checkSessions(t, l, c, sh.sessions)
+		drain(t, l, c.ConnectionString())
+		checkSessions(t, l, c.ConnectionString(), sh.sessions)
 		st := l.endDrain()
 		t.Logf("round %d: restarted and drained in %v: %d messages delivered, %d of %d held at the crash (%d of them already delivered more than once), %d scheduled before the crash",
 			round, time.Since(restarted).Round(time.Millisecond), st.delivered, st.heldBack, st.heldAtCrash, st.heldCounted, st.scheduledBack)
@@ -169,9 +167,9 @@ func waitWorkers(t *testing.T, ld *load) {
 // drain receives and completes everything in the queue until the queue is
 // empty, every scheduled message's time has passed and every message the
 // ledger requires has come back; then peeks to be sure nothing is left.
-func drain(t *testing.T, l *ledger, c *serveproc.Process) {
+func drain(t *testing.T, l *ledger, connStr string) {
 	t.Helper()
-	client, err := azservicebus.NewClientFromConnectionString(c.ConnectionString(),
+	client, err := azservicebus.NewClientFromConnectionString(connStr,
 		&azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{RetryDelay: 100 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
@@ -248,9 +246,9 @@ func peekAll(t *testing.T, client *azservicebus.Client, sq azservicebus.SubQueue
 // checkSessions accepts every session after the restart (which works at
 // once only because session locks died with the process) and checks its
 // state against the ledger.
-func checkSessions(t *testing.T, l *ledger, c *serveproc.Process, sessions int) {
+func checkSessions(t *testing.T, l *ledger, connStr string, sessions int) {
 	t.Helper()
-	client, err := azservicebus.NewClientFromConnectionString(c.ConnectionString(), nil)
+	client, err := azservicebus.NewClientFromConnectionString(connStr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 )
 
@@ -368,6 +369,7 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
+	waitExtrasServed(t, client)
 	checkCounts(ctx, t, x, ac, client)
 
 	// The load's workers are gone: the bookkeeping is read without x.mu.
@@ -521,6 +523,37 @@ func checkExtras(t *testing.T, x *extras, c *serveproc.Process) {
 		}
 	}
 	x.reset()
+}
+
+// waitExtrasServed waits until every extra entity answers a peek: on a store
+// shared by a cluster (PostgreSQL), the restarted node serves an entity only
+// once the lease its killed predecessor held has expired.
+func waitExtrasServed(t *testing.T, client *azservicebus.Client) {
+	t.Helper()
+	peekOne := func(p peeker, err error) error {
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = p.PeekMessages(ctx, 1, nil)
+		_ = p.Close(ctx)
+		return err
+	}
+	probes := map[string]func() error{
+		sideName: func() error { return peekOne(client.NewReceiverForQueue(sideName, nil)) },
+		orderedName: func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return peekOne(client.AcceptSessionForQueue(ctx, orderedName, orderedSessions[0], nil))
+		},
+	}
+	for _, sub := range subscriptions {
+		probes[sub.name] = func() error { return peekOne(client.NewReceiverForSubscription(topicName, sub.name, nil)) }
+	}
+	for name, probe := range probes {
+		poll.UntilNil(t, drainTimeout, name+" served after the restart", probe)
+	}
 }
 
 // drainer is a Receiver or a SessionReceiver.

@@ -95,7 +95,9 @@ func writeDurably(path string, data []byte, perm os.FileMode) error {
 // authRules builds the SAS rules: the configured policies when there are any;
 // otherwise the generated root key, plus the emulator's well-known key as the
 // secondary key when the config is an emulator Config.json.
-func authRules(cfg *config.File, dataDir string) (rules []sas.Rule, generated string, created bool, err error) {
+// rootKey gives the generated root key: loadOrCreateRootKey, or a
+// cluster's shared one.
+func authRules(cfg *config.File, rootKey func() (string, bool, error)) (rules []sas.Rule, generated string, created bool, err error) {
 	if cfg != nil && cfg.Busbar != nil && len(cfg.Busbar.SharedAccessPolicies) > 0 {
 		for _, p := range cfg.Busbar.SharedAccessPolicies {
 			rights, err := sas.ParseRights(p.Rights)
@@ -107,7 +109,7 @@ func authRules(cfg *config.File, dataDir string) (rules []sas.Rule, generated st
 		}
 		return rules, "", false, nil
 	}
-	key, created, err := loadOrCreateRootKey(dataDir)
+	key, created, err := rootKey()
 	if err != nil {
 		return nil, "", false, err
 	}

@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 	"github.com/busbar-io/busbar/amqp"
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/cluster"
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console"
 	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/servicebus"
 	"github.com/busbar-io/busbar/store"
@@ -64,9 +67,12 @@ type Options struct {
 	// not close a store it was given.
 	Store store.Store
 	// StoreURL, when set, names the store instead of DataDir: a
-	// postgres:// URL opens store/postgres (one node; the table is claimed
-	// exclusively). The generated key stays in DataDir.
+	// postgres:// URL opens store/postgres and runs this server as a node
+	// of a cluster (package cluster) over it; the generated root key is
+	// then kept in the database, shared by every node.
 	StoreURL string
+	// Cluster configures the node when StoreURL is set.
+	Cluster cluster.Options
 	// MaxMessageSizeInKilobytes is the namespace ceiling (default 1024).
 	MaxMessageSizeInKilobytes int64
 	// SKU is the namespace's tier as the management API reports it:
@@ -81,6 +87,15 @@ type Options struct {
 	MinFreeBytes int64
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
+	// DisableConsole turns off the web console, served by default under
+	// /ui/ on the HTTP listener.
+	DisableConsole bool
+	// ConsoleSampleEvery is how often the console samples each entity's
+	// counts for its charts (default 10 s).
+	ConsoleSampleEvery time.Duration
+	// ConsoleToolkit runs the toolkit's operations from the console (see
+	// console.Toolkit); nil shows the toolkit's state only.
+	ConsoleToolkit console.Toolkit
 	// Logger receives structured logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -93,10 +108,12 @@ type Server struct {
 	st        store.Store
 	ownsStore bool
 	broker    *broker.Broker
+	node      *cluster.Node // with StoreURL
 	auth      *sas.Authorizer
 	amqp      *amqp.Server
 	http      *http.Server
 	metrics   *admin.Metrics
+	console   *console.Console
 
 	amqpL, amqpsL, httpL net.Listener
 	rootKey              string
@@ -134,26 +151,34 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	rules, key, created, err := authRules(opts.Config, opts.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	s.rootKey, s.keyCreated = key, created
-	if s.auth, err = sas.NewAuthorizer(rules); err != nil {
-		return nil, err
-	}
 	s.metrics = admin.NewMetrics()
 	if s.st = opts.Store; s.st == nil && opts.StoreURL != "" {
 		dsn, po, err := postgres.ParseURL(opts.StoreURL)
 		if err != nil {
 			return nil, err
 		}
-		po.Exclusive, po.Logger = true, s.log.With("component", "store")
+		po.Announce, po.Logger = cluster.Prefixes(), s.log.With("component", "store")
 		ps, err := postgres.Open(ctx, dsn, po)
 		if err != nil {
 			return nil, err
 		}
 		s.st, s.ownsStore = ps, true
+		co := opts.Cluster
+		if co.Logger == nil {
+			co.Logger = s.log.With("component", "cluster")
+		}
+		if co.Address == "" {
+			co.Address = opts.AMQPAddr
+		}
+		if co.NodeID == "" && !strings.HasSuffix(opts.AMQPAddr, ":0") {
+			// Stable across restarts, so a restarted node takes its
+			// entities back at once instead of after the lease time.
+			host, _ := os.Hostname()
+			co.NodeID = host + "/" + opts.AMQPAddr
+		}
+		if s.node, err = cluster.New(ps, co); err != nil {
+			return nil, err
+		}
 	}
 	if s.st == nil {
 		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
@@ -166,7 +191,25 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		}
 		s.st, s.ownsStore = ps, true
 	}
-	s.broker, err = broker.Open(ctx, s.st, broker.Options{
+	rootKey := func() (string, bool, error) { return loadOrCreateRootKey(opts.DataDir) }
+	if s.node != nil {
+		rootKey = func() (string, bool, error) { return sharedRootKey(ctx, s.st) }
+	}
+	rules, key, created, err := authRules(opts.Config, rootKey)
+	if err != nil {
+		return nil, err
+	}
+	s.rootKey, s.keyCreated = key, created
+	if s.auth, err = sas.NewAuthorizer(rules); err != nil {
+		return nil, err
+	}
+	st := s.st
+	if s.node != nil {
+		st = s.node.Store()
+	}
+	s.broker, err = broker.Open(ctx, st, broker.Options{
+		Dormant:                   s.node != nil,
+		Created:                   s.created,
 		Clock:                     s.clk,
 		Logger:                    s.log.With("component", "broker"),
 		Observer:                  s.metrics,
@@ -176,11 +219,21 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the broker: %w", err)
 	}
+	if s.node != nil {
+		if err := s.node.Start(ctx, s.broker); err != nil {
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
+	}
 	s.auth = s.auth.WithEntityRules(entityRules(s.broker))
 	s.metrics.CollectEntities(s.broker)
 	s.metrics.CollectStore(s.st.Stats)
 	if err := applyEntities(ctx, s.broker, opts.Config); err != nil {
 		return nil, fmt.Errorf("declaring entities from the config: %w", err)
+	}
+	if s.node != nil {
+		if err := s.node.Sync(ctx); err != nil { // serve the declared entities at once
+			return nil, fmt.Errorf("joining the cluster: %w", err)
+		}
 	}
 	if err := s.listen(); err != nil {
 		return nil, err
@@ -253,16 +306,31 @@ func (s *Server) serve() error {
 		}(l)
 	}
 	if s.httpL != nil {
+		var h http.Handler = admin.NewHandler(admin.Options{
+			Broker:     s.broker,
+			Authorizer: s.auth,
+			// Tokens, as above, expire on the real clock.
+			Metrics:     s.metrics,
+			EnablePprof: s.opts.EnablePprof,
+			SKU:         s.opts.SKU,
+			Logger:      s.log.With("component", "admin"),
+		})
+		if !s.opts.DisableConsole {
+			if s.console, err = console.New(console.Options{
+				Broker:      s.broker,
+				Authorizer:  s.auth,
+				Counters:    entityCounters(s.metrics),
+				SampleEvery: s.opts.ConsoleSampleEvery,
+				AMQPAddr:    s.amqpL.Addr().String(),
+				Toolkit:     s.opts.ConsoleToolkit,
+				Logger:      s.log.With("component", "console"),
+			}); err != nil {
+				return err
+			}
+			h = withConsole(s.console, h)
+		}
 		s.http = &http.Server{
-			Handler: withWebSocket(s.amqp, admin.NewHandler(admin.Options{
-				Broker:     s.broker,
-				Authorizer: s.auth,
-				// Tokens, as above, expire on the real clock.
-				Metrics:     s.metrics,
-				EnablePprof: s.opts.EnablePprof,
-				SKU:         s.opts.SKU,
-				Logger:      s.log.With("component", "admin"),
-			})),
+			Handler:           withWebSocket(s.amqp, h),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
 		s.wg.Add(1)
@@ -320,6 +388,20 @@ func (s *Server) HTTPAddr() net.Addr {
 	return s.httpL.Addr()
 }
 
+// created takes a new queue or topic at once when this node is to serve
+// it, so that a client may use it as soon as its creation returns.
+func (s *Server) created(ctx context.Context) {
+	if s.node == nil {
+		return
+	}
+	if err := s.node.Sync(ctx); err != nil {
+		s.log.Warn("taking a new entity", "err", err)
+	}
+}
+
+// Node returns the cluster node, or nil when the server is not one.
+func (s *Server) Node() *cluster.Node { return s.node }
+
 // Broker returns the broker engine.
 func (s *Server) Broker() *broker.Broker { return s.broker }
 
@@ -361,6 +443,12 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	if s.console != nil {
+		errs = append(errs, s.console.Close())
+	}
+	if s.node != nil {
+		errs = append(errs, s.node.Stop(ctx))
+	}
 	if s.broker != nil {
 		errs = append(errs, s.broker.Close())
 	}

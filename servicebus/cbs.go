@@ -52,14 +52,17 @@ func (c *conn) authorize(entity string, right sas.Right) error {
 
 // cbsLink is the client's sender to $cbs: put-token requests, answered at
 // once (validation needs no I/O) on the client's reply link.
-type cbsLink struct{ c *conn }
+type cbsLink struct {
+	c    *conn
+	node string // the link's target address, the reply-to of requests without one
+}
 
 func (c *conn) attachCBS(r *amqp.Receiver) (amqp.ReceiverHandler, error) {
 	if err := c.takeCBS(0); err != nil {
 		return nil, err
 	}
 	c.h.metrics.LinkAttached("$cbs", false)
-	return cbsLink{c}, nil
+	return cbsLink{c: c, node: r.Remote().Target.Address}, nil
 }
 
 // takeCBS counts a $cbs link of one direction (0: the client's sender, 1:
@@ -87,7 +90,7 @@ func (c *conn) releaseCBS(dir int) {
 
 // Transfer handles one put-token request.
 func (l cbsLink) Transfer(r *amqp.Receiver, d amqp.Delivery) {
-	req, err := parseRequest(d.Payload)
+	req, err := parseRequest(d.Payload, l.node)
 	if err != nil {
 		l.c.h.log.Debug("bad $cbs request", "err", err)
 		settle(d, &frames.Rejected{Error: amqpError(err)})
@@ -151,6 +154,12 @@ func (c *conn) putToken(req *request) (int32, string) {
 	if entity != "" {
 		if err := c.h.entityExists(context.Background(), entity); err != nil {
 			m := mapError(err)
+			if m.status == 404 {
+				// Service Bus's words: the Java SDK takes a 404 for a
+				// missing entity (not retried) only when its description
+				// reads "The messaging entity ... could not be found".
+				return 404, "The messaging entity '" + audience + "' could not be found."
+			}
 			return m.status, m.desc
 		}
 	}

@@ -81,7 +81,7 @@ func TestPutToken(t *testing.T) {
 		{"management node, uuid id, no expiration", base + "q/$management", sign(base+"q/$management", later), goamqp.UUID{1, 2}, nil, 202, ""},
 		{"dead-letter sub-queue, timestamp expiration", base + "q/$DeadLetterQueue", sign(base+"q/$DeadLetterQueue", later), uint64(7), later, 202, ""},
 		{"namespace", base, sign(base, later), "id-4", nil, 202, ""},
-		{"missing entity", base + "nope", sign(base+"nope", later), "id-5", nil, 404, ""},
+		{"missing entity", base + "nope", sign(base+"nope", later), "id-5", nil, 404, "The messaging entity '" + base + "nope' could not be found."},
 		{"expired token", base + "q", sign(base+"q", time.Now().Add(-time.Minute)), "id-6", nil, 401, "ExpiredToken"},
 		{"wrong key", base + "q", sas.Sign(base+"q", rootKeyName, "wrong", later), "id-7", nil, 401, ""},
 		{"token for another entity", base + "q", sign(base+"other", later), "id-8", nil, 401, ""},

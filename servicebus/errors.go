@@ -63,6 +63,9 @@ var errorTable = []struct {
 	{broker.ErrSessionRequired, amqp.CondNotAllowed, 400, ""},
 	{broker.ErrAlreadyExists, condEntityAlreadyExists, 409, ""},
 	{errUnauthorized, amqp.CondUnauthorizedAccess, 401, ""},
+	// A cluster node that does not own the entity (any more): the SDKs
+	// reset their connection and retry, reaching the owner.
+	{broker.ErrNotOwned, amqp.CondConnectionForced, 503, ""},
 }
 
 // mapError returns the condition, status code and description of err.

@@ -31,6 +31,12 @@ func seedMessages(t testing.TB) [][]byte {
 			Footer:                encoding.Annotations{encoding.Symbol("f"): "g"},
 		}),
 		mustEncode(t, &message.Message{MessageAnnotations: encoding.Annotations{annMessageState: nil}}),
+		// pyamqp's layout: delivery annotations after the footer.
+		append(mustEncode(t, &message.Message{
+			Properties: &message.Properties{MessageID: "py"},
+			Body:       message.Body{Kind: message.BodyValue, Value: "v"},
+			Footer:     encoding.Annotations{encoding.Symbol("f"): "g"},
+		}), mustEncode(t, &message.Message{DeliveryAnnotations: encoding.Annotations{encoding.Symbol("d"): int64(1)}})...),
 	}
 }
 
@@ -111,8 +117,12 @@ func seedRequests(t testing.TB) [][]byte {
 	}
 	out := make([][]byte, len(reqs))
 	for i, r := range reqs {
+		replyTo := "reply"
+		if i%2 == 1 {
+			replyTo = "" // pyamqp sends none
+		}
 		out[i] = mustEncode(t, &message.Message{
-			Properties:            &message.Properties{MessageID: "id", ReplyTo: "reply"},
+			Properties:            &message.Properties{MessageID: "id", ReplyTo: replyTo},
 			ApplicationProperties: map[string]any{"operation": r.op, "server-timeout": uint64(5000)},
 			Body:                  message.Body{Kind: message.BodyValue, Value: r.body},
 		})
@@ -142,7 +152,7 @@ func FuzzManagementRequest(f *testing.F) {
 	c := &conn{h: h, claims: map[string]claim{}, replies: map[string]*replyLink{}}
 	l := &mgmtLink{c: c, addr: Address{Node: NodeManagement, Entity: "q"}}
 	f.Fuzz(func(t *testing.T, payload []byte) {
-		req, err := parseRequest(payload)
+		req, err := parseRequest(payload, "node")
 		if err != nil {
 			return
 		}

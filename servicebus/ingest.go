@@ -42,6 +42,10 @@ func brokerOwned(k any) bool {
 // a message-id gets a service-assigned one, written into the stored
 // properties section.
 func ingest(raw []byte) (*broker.Message, error) {
+	raw, err := moveTrailingDeliveryAnnotations(raw)
+	if err != nil {
+		return nil, badRequest("the message is not a valid AMQP message: %v", err)
+	}
 	p, err := message.Parse(raw)
 	if err != nil {
 		return nil, badRequest("the message is not a valid AMQP message: %v", err)
@@ -231,4 +235,28 @@ func scanSections(b []byte) ([]span, error) {
 		out = append(out, span{code: code, start: start, end: d.Pos()})
 	}
 	return out, nil
+}
+
+// moveTrailingDeliveryAnnotations returns raw with a delivery-annotations
+// section that comes last, after sections that belong behind it, moved to
+// its place after the header. The Python SDK's AMQP stack (pyamqp) writes
+// delivery annotations last, and Service Bus takes such messages; any
+// other section out of order is still refused by message.Parse.
+func moveTrailingDeliveryAnnotations(raw []byte) ([]byte, error) {
+	secs, err := scanSections(raw)
+	if err != nil || len(secs) < 2 {
+		return raw, err
+	}
+	last := secs[len(secs)-1]
+	if last.code != message.DescDeliveryAnnotations || secs[len(secs)-2].code <= message.DescDeliveryAnnotations {
+		return raw, nil
+	}
+	at := 0 // after the header, if any
+	if secs[0].code == message.DescHeader {
+		at = secs[0].end
+	}
+	out := make([]byte, 0, len(raw))
+	out = append(out, raw[:at]...)
+	out = append(out, raw[last.start:last.end]...)
+	return append(out, raw[at:last.start]...), nil
 }

@@ -53,6 +53,36 @@ func TestIngestFields(t *testing.T) {
 	}
 }
 
+// pyamqp writes delivery annotations after every other section; ingest
+// keeps them, in their place (delivery passes them on), and the message.
+func TestIngestTrailingDeliveryAnnotations(t *testing.T) {
+	header := mustEncode(t, &message.Message{Header: &message.Header{Priority: 7}})
+	rest := mustEncode(t, &message.Message{
+		MessageAnnotations:    encoding.Annotations{encoding.Symbol("ma"): "m"},
+		Properties:            &message.Properties{MessageID: "id-1"},
+		ApplicationProperties: map[string]any{"k": "v"},
+		Body:                  message.Body{Kind: message.BodyValue, Value: "body"},
+		Footer:                encoding.Annotations{encoding.Symbol("f"): "foot"},
+	})
+	da := mustEncode(t, &message.Message{DeliveryAnnotations: encoding.Annotations{encoding.Symbol("da"): int64(1)}})
+	raw := append(append(append([]byte(nil), header...), rest...), da...)
+	if _, err := message.Parse(raw); err == nil {
+		t.Fatal("the engine's parser takes delivery annotations last; this test needs it strict")
+	}
+	m, err := ingest(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append(append([]byte(nil), header...), da...), rest...)
+	if !bytes.Equal(m.Body, want) {
+		t.Fatalf("stored % x\nwant   % x", m.Body, want)
+	}
+	// A section other than delivery annotations out of order is refused.
+	if _, err := ingest(append(append([]byte(nil), rest...), header...)); err == nil {
+		t.Fatal("a header after the body was taken")
+	}
+}
+
 func TestIngestRefusesNullAnnotations(t *testing.T) {
 	for _, k := range []encoding.Symbol{annScheduledEnqueueTime, annMessageState, annEnqueueSequenceNumber} {
 		raw := mustEncode(t, &message.Message{

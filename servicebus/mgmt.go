@@ -56,10 +56,11 @@ var operations = map[string]operation{
 // decoded on the reader goroutine and run in order by a worker (many reach
 // the store); each reply goes out pre-settled on the client's reply link.
 type mgmtLink struct {
-	c    *conn
-	addr Address
-	node string
-	q    serial[mgmtItem]
+	c      *conn
+	addr   Address
+	node   string
+	target string // the link's target address, the reply-to of requests without one
+	q      serial[mgmtItem]
 }
 
 type mgmtItem struct {
@@ -72,7 +73,7 @@ func (c *conn) attachManagement(r *amqp.Receiver, addr Address) (amqp.ReceiverHa
 	if err := c.h.entityExists(context.Background(), addr.Entity); err != nil {
 		return nil, amqpError(err)
 	}
-	l := &mgmtLink{c: c, addr: addr, node: addr.Path() + "/$management"}
+	l := &mgmtLink{c: c, addr: addr, node: addr.Path() + "/$management", target: r.Remote().Target.Address}
 	l.q.run = l.run
 	c.h.metrics.LinkAttached(l.node, false)
 	return l, nil
@@ -81,7 +82,7 @@ func (c *conn) attachManagement(r *amqp.Receiver, addr Address) (amqp.ReceiverHa
 // Transfer decodes a request and queues it.
 func (l *mgmtLink) Transfer(_ *amqp.Receiver, d amqp.Delivery) {
 	it := mgmtItem{d: d}
-	it.req, it.err = parseRequest(append([]byte(nil), d.Payload...))
+	it.req, it.err = parseRequest(append([]byte(nil), d.Payload...), l.target)
 	it.d.Tag, it.d.Payload = nil, nil
 	l.q.push(it)
 }

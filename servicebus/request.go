@@ -26,9 +26,12 @@ type fieldMap map[string]any
 // maxRequestTimeout caps a client's server-timeout.
 const maxRequestTimeout = 10 * time.Minute
 
-// parseRequest decodes a request: it needs a reply-to, and takes the
-// operation and timeout from the application properties.
-func parseRequest(payload []byte) (*request, error) {
+// parseRequest decodes a request arriving on a link whose target is node,
+// and takes the operation and timeout from the application properties. A
+// request without a reply-to is answered on the client's reply link whose
+// target is node itself: the Python SDK (pyamqp) attaches its request and
+// reply links both with the node's address and sets no reply-to.
+func parseRequest(payload []byte, node string) (*request, error) {
 	p, err := message.Parse(payload)
 	if err != nil {
 		return nil, badRequest("the request is not a valid AMQP message: %v", err)
@@ -38,7 +41,7 @@ func parseRequest(payload []byte) (*request, error) {
 		r.id, r.replyTo = p.Properties.MessageID, p.Properties.ReplyTo
 	}
 	if r.replyTo == "" {
-		return nil, badRequest("the request has no reply-to address")
+		r.replyTo = node
 	}
 	r.op, _ = r.appProps["operation"].(string)
 	for _, k := range []string{"server-timeout", "com.microsoft:server-timeout"} {

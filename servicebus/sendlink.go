@@ -69,12 +69,17 @@ func (c *conn) attachSender(r *amqp.Receiver, addr Address) (amqp.ReceiverHandle
 	reply := r.Reply()
 	reply.MaxMessageSize = uint64(maxKB) * 1024
 	// Service Bus senders: the client settles mixed and the broker settles
-	// first; echo what the client asked (the engine pre-filled it).
+	// first, whatever the client asked. The Python SDK (pyamqp) asks for
+	// rcv-settle-mode second but ignores an unsettled disposition, so its
+	// sends would never complete; a broker settling first says so here.
+	reply.RcvSettleMode = frames.ReceiverSettleFirst
 	if reply.Properties == nil {
 		reply.Properties = encoding.Fields{}
 	}
 	reply.Properties[propMaxBatchSize] = uint64(maxKB) * 1024
 	r.SetCreditWindow(c.h.credit)
+	// Service Bus rejects a message over the size limit and keeps the link.
+	r.SetRejectOversize()
 	l := &sendLink{c: c, path: addr.Entity, slots: make(chan struct{}, linkPipeline)}
 	l.q.run = l.run
 	c.h.metrics.LinkAttached(addr.Entity, false)

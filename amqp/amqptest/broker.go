@@ -32,6 +32,7 @@ type Broker struct {
 	mu     sync.Mutex
 	queues map[string]*queue
 	manual map[string]uint32 // address -> one-off credit for links sending to it
+	reject map[string]bool   // address -> links sending to it reject oversized deliveries
 
 	lost      atomic.Int64
 	conns     atomic.Int64
@@ -68,6 +69,7 @@ func Start(cfg amqp.Config) (*Broker, error) {
 		served:    make(chan error, 1),
 		queues:    make(map[string]*queue),
 		manual:    make(map[string]uint32),
+		reject:    make(map[string]bool),
 		closeErrs: make(chan error, 1024),
 	}
 	cfg.Handler = handler{b}
@@ -108,6 +110,15 @@ func (b *Broker) SetManualCredit(addr string, n uint32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.manual[addr] = n
+}
+
+// SetRejectOversize makes links that later attach to send to addr reject a
+// delivery over the max-message-size instead of detaching
+// (amqp.Receiver.SetRejectOversize).
+func (b *Broker) SetRejectOversize(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reject[addr] = true
 }
 
 // Len returns the number of messages waiting on an address.
@@ -188,7 +199,11 @@ func (h handler) AttachReceiver(r *amqp.Receiver) (amqp.ReceiverHandler, error) 
 	}
 	h.b.mu.Lock()
 	n, manual := h.b.manual[t.Address]
+	reject := h.b.reject[t.Address]
 	h.b.mu.Unlock()
+	if reject {
+		r.SetRejectOversize()
+	}
 	if manual {
 		r.SetCreditWindow(0)
 		if err := r.AddCredit(n); err != nil {

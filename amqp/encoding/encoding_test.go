@@ -391,6 +391,23 @@ func TestReadFieldsAndAnnotations(t *testing.T) {
 	if _, err := AppendAnnotations(nil, Annotations{"str": 1}); err == nil {
 		t.Error("AppendAnnotations accepted a string key")
 	}
+	// A map with a string key (a1 01 6b "k" -> 54 01, smallint 1), as the
+	// Java SDK writes a modified outcome's annotations: refused by
+	// ReadAnnotations, read with a symbol key by ReadStringKeyedAnnotations.
+	stringKeyed := hx("c1 06 02 a1016b 5401")
+	d = NewDecoder(stringKeyed)
+	if _, err := d.ReadAnnotations(); err == nil || !strings.Contains(err.Error(), "annotations key is string") {
+		t.Errorf("ReadAnnotations with a string key: %v", err)
+	}
+	d = NewDecoder(stringKeyed)
+	gotA, err = d.ReadStringKeyedAnnotations()
+	if want := (Annotations{Symbol("k"): int32(1)}); err != nil || !reflect.DeepEqual(gotA, want) {
+		t.Errorf("ReadStringKeyedAnnotations = %#v, %v; want %#v", gotA, err, want)
+	}
+	d = NewDecoder(hx("c1 04 02 5501 40"))
+	if _, err := d.ReadStringKeyedAnnotations(); err == nil || !strings.Contains(err.Error(), "annotations key is long") {
+		t.Errorf("ReadStringKeyedAnnotations with a long key: %v", err)
+	}
 }
 
 func TestReadListAndDescriptor(t *testing.T) {

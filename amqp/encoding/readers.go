@@ -37,6 +37,18 @@ func (d *Decoder) ReadFields() (Fields, error) {
 // ReadAnnotations reads an annotations map (keys symbol or ulong). Null
 // reads as nil.
 func (d *Decoder) ReadAnnotations() (Annotations, error) {
+	return d.readAnnotations(false)
+}
+
+// ReadStringKeyedAnnotations is ReadAnnotations that also takes string
+// keys, read as symbols: the Java SDK (proton-j) writes the
+// message-annotations of a modified outcome (abandon or defer with
+// properties to modify) with string keys, and Service Bus takes them.
+func (d *Decoder) ReadStringKeyedAnnotations() (Annotations, error) {
+	return d.readAnnotations(true)
+}
+
+func (d *Decoder) readAnnotations(stringKeys bool) (Annotations, error) {
 	if d.ReadNull() {
 		return nil, nil
 	}
@@ -51,8 +63,13 @@ func (d *Decoder) ReadAnnotations() (Annotations, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch k.(type) {
+		switch s := k.(type) {
 		case Symbol, uint64:
+		case string:
+			if !stringKeys {
+				return nil, &Error{Offset: at, What: "annotations key is string, want symbol or ulong"}
+			}
+			k = Symbol(s)
 		default:
 			return nil, &Error{Offset: at, What: "annotations key is " + typeName(k) + ", want symbol or ulong"}
 		}

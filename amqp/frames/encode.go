@@ -359,6 +359,9 @@ func appendErrorOnly(dst []byte, code uint64, e *Error) ([]byte, error) {
 	return c.end(), nil
 }
 
+// appendError writes all three fields of an error, null ones included: the
+// Python SDK's AMQP stack (pyamqp) reads a rejected outcome's error by
+// position and fails on a shorter list, as Service Bus never sends one.
 func appendError(dst []byte, e *Error) ([]byte, error) {
 	c := beginComposite(dst, DescError)
 	c.dst = encoding.AppendSymbol(c.dst, e.Condition)
@@ -367,6 +370,7 @@ func appendError(dst []byte, e *Error) ([]byte, error) {
 	if err := c.fields(e.Info, false); err != nil {
 		return dst, err
 	}
+	c.keepLen, c.keepN = len(c.dst), c.n
 	return c.end(), nil
 }
 

@@ -235,6 +235,22 @@ func TestSymbolicDescriptors(t *testing.T) {
 	}
 }
 
+// TestModifiedStringKeys: the Java SDK writes the message-annotations of a
+// modified outcome (abandon with properties to modify) with string keys;
+// they decode as symbols.
+func TestModifiedStringKeys(t *testing.T) {
+	// disposition(role receiver, first 4, settled, state modified(
+	// delivery-failed, -, {"reason": "busy"})).
+	b := frameOf(TypeAMQP, hx("00 53 15 c0 1f 05 41 52 04 40 41 00 53 27 c0 14 03 41 40 c1 0f 02 a1 06 726561736f6e a1 04 62757379"))
+	got := decodeFrame(t, b)
+	want := &Disposition{Role: RoleReceiver, First: 4, Settled: true, State: &Modified{
+		DeliveryFailed: true, MessageAnnotations: encoding.Annotations{encoding.Symbol("reason"): "busy"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("disposition = %#v, want %#v", got, want)
+	}
+}
+
 func TestDecodeErrors(t *testing.T) {
 	for _, c := range []struct {
 		name      string

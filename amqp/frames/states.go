@@ -119,7 +119,7 @@ func decodeDeliveryState(dec *encoding.Decoder, frame, field string) (DeliverySt
 			}
 		}
 		if f.next() {
-			a, err := f.d.ReadAnnotations()
+			a, err := f.d.ReadStringKeyedAnnotations() // string keys: Java
 			if err != nil {
 				return nil, f.err(field+".message-annotations", err)
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/config"
+	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -40,8 +41,10 @@ Flags:
 
 type serveFlags struct {
 	configPath, dataDir, store, amqpAddr, amqpsAddr, httpAddr string
+	nodeID                                                    string
+	leaseTime                                                 time.Duration
 	tlsCert, tlsKey                                           string
-	selfSigned, pprof, httpTLS                                bool
+	selfSigned, pprof, httpTLS, console                       bool
 	maxMessageKB                                              int64
 	pageWindow                                                int
 	minFreeMB                                                 int64
@@ -64,7 +67,10 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	}
 	str(&f.configPath, "config", "BUSBAR_CONFIG", "", "configuration file (Busbar's, or the emulator's Config.json)")
 	str(&f.dataDir, "data", "BUSBAR_DATA_DIR", "", "data directory (default ./busbar-data)")
-	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (one node; ?busbar_table=NAME picks the table)")
+	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (a cluster node: several nodes share one database; ?busbar_table=NAME picks the table)")
+	str(&f.nodeID, "node-id", "BUSBAR_NODE_ID", "", "with --store postgres://…: this node's id in the cluster (default random)")
+	fs.DurationVar(&f.leaseTime, "lease-time", envDuration("BUSBAR_LEASE_TIME", 0),
+		"with --store postgres://…: how long a node that stopped renewing its heartbeat keeps its entities before other nodes take them over (default 5s) [BUSBAR_LEASE_TIME]")
 	str(&f.amqpAddr, "amqp", "BUSBAR_AMQP_ADDR", "", "plain AMQP listen address (default 127.0.0.1:5672)")
 	str(&f.amqpsAddr, "amqps", "BUSBAR_AMQPS_ADDR", "", "TLS AMQP listen address, e.g. 127.0.0.1:5671 (off by default)")
 	str(&f.httpAddr, "http", "BUSBAR_HTTP_ADDR", "", `management and metrics listen address (default 127.0.0.1:5300; "-" disables)`)
@@ -75,6 +81,7 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.selfSigned, "tls-self-signed", envBool("BUSBAR_TLS_SELF_SIGNED"),
 		"generate (once, in the data directory) a self-signed certificate for localhost, for development [BUSBAR_TLS_SELF_SIGNED]")
 	fs.BoolVar(&f.httpTLS, "http-tls", envBool("BUSBAR_HTTP_TLS"), "serve the HTTP listener over TLS [BUSBAR_HTTP_TLS]")
+	fs.BoolVar(&f.console, "console", envBoolOr("BUSBAR_CONSOLE", true), "serve the web console under /ui/ on the HTTP listener [BUSBAR_CONSOLE]")
 	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
@@ -125,6 +132,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "Connection string:\n  %s\n", srv.ConnectionString())
 	}
+	if a := srv.HTTPAddr(); a != nil && f.console {
+		scheme := "http"
+		if f.httpTLS {
+			scheme = "https"
+		}
+		fmt.Fprintf(stdout, "Web console:\n  %s://%s/ui/\n", scheme, a)
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
@@ -140,7 +154,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow, MinFreeBytes: f.minFreeMB << 20}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow, MinFreeBytes: f.minFreeMB << 20}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":
@@ -168,6 +182,7 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	}
 	opts.DataDir = first(f.dataDir, bb.DataDir, server.DefaultDataDir)
 	opts.StoreURL = f.store
+	opts.Cluster.NodeID, opts.Cluster.LeaseTime = f.nodeID, f.leaseTime
 	opts.AMQPAddr = first(f.amqpAddr, bb.AMQPAddr, server.DefaultAMQPAddr)
 	opts.AMQPSAddr = first(f.amqpsAddr, bb.AMQPSAddr)
 	opts.HTTPAddr = first(f.httpAddr, bb.HTTPAddr, server.DefaultHTTPAddr)
@@ -235,6 +250,13 @@ func envBool(name string) bool {
 	return v
 }
 
+func envBoolOr(name string, def bool) bool {
+	if v, err := strconv.ParseBool(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
 func envInt(name string, def int64) int64 {
 	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil {
 		return v
@@ -247,4 +269,11 @@ func addrString(a net.Addr) string {
 		return "off"
 	}
 	return a.String()
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -82,6 +83,7 @@ type committer struct {
 	hurry     chan struct{} // closed when the store starts closing: stop lingering
 	quit      chan struct{} // closed by stop
 	stopped   chan struct{} // closed when commitLoop returns
+	lingered  atomic.Int64  // lingers that ran to their end (tests)
 }
 
 func (c *committer) start(s *Store) {
@@ -154,6 +156,7 @@ func (c *committer) await(n int, timeout <-chan time.Time) bool {
 		case <-c.quit:
 			return false
 		case <-timeout:
+			c.lingered.Add(1)
 		case <-hurry:
 		}
 		c.mu.Lock()
@@ -207,26 +210,30 @@ func (c *committer) commitLoop() {
 			}
 		}
 		reqs, since := c.take()
-		c.commitGroup(reqs, since)
-		// The callers just released come back, and join those that
+		p := c.commitGroup(reqs, since)
+		// The callers just released come back, and join the p that
 		// queued during the fsync; unless the latter outnumber them:
 		// then the next group is already larger than this one, and the
-		// released callers may well be done.
-		c.mu.Lock()
+		// released callers may well be done. p is counted before the
+		// release: counted after, it would include released callers
+		// already back, each expected twice — a wait for callers that
+		// do not exist, up to the Linger every group (and, with the
+		// tests' hour-long Linger, a hang on a busy machine).
 		expect = len(reqs)
-		if p := len(c.pending); p <= expect {
+		if p <= expect {
 			expect += p
 		} else {
 			expect = p
 		}
-		c.mu.Unlock()
 	}
 }
 
 // commitGroup applies reqs as one Pebble batch with one fsync and releases
 // the callers with the outcome. A request whose conditions fail is left out
-// of the group and answered with the condition's error.
-func (c *committer) commitGroup(reqs []*request, since time.Time) {
+// of the group and answered with the condition's error. It returns how many
+// requests were pending when the group was durable, before its callers were
+// released.
+func (c *committer) commitGroup(reqs []*request, since time.Time) (pending int) {
 	ops, bytes := 0, 0
 	for _, r := range reqs {
 		ops += len(r.b.Ops)
@@ -266,12 +273,19 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) {
 			}
 		}
 	}
+	c.mu.Lock()
+	pending = len(c.pending)
+	c.mu.Unlock()
 	for _, r := range reqs {
 		if r.err == nil {
 			r.err = err
 		}
 		r.done <- struct{}{}
 	}
+	if f := c.s.opts.afterRelease; f != nil {
+		f()
+	}
+	return pending
 }
 
 // checkConds checks conditions against the database as the earlier

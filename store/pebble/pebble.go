@@ -82,6 +82,8 @@ type Options struct {
 
 	// fs replaces the OS file system in tests.
 	fs vfs.FS
+	// afterRelease, in tests, runs after a group's callers are released.
+	afterRelease func()
 }
 
 func (o *Options) setDefaults() {

@@ -160,6 +160,51 @@ func TestLingerWaitsForReturningCallers(t *testing.T) {
 	}
 }
 
+func TestLingerDoesNotCountReturnedCallersTwice(t *testing.T) {
+	// Ten callers commit twice each. After the group of their first round
+	// is released, every caller is back before the committer looks at the
+	// pending queue (as on a busy machine): it must expect ten, not the
+	// ten released plus the ten pending, and must not wait out its Linger
+	// for callers that do not exist.
+	gate := newGateFS()
+	hook := &commitHook{}
+	const callers = 10
+	var s *Store
+	var releases atomic.Int32
+	s, err := Open(t.TempDir(), Options{fs: gate, Linger: 200 * time.Millisecond, OnCommit: hook.onCommit,
+		afterRelease: func() {
+			if releases.Add(1) == 2 { // the first round's group
+				poll.Until(t, 30*time.Second, "the released callers back", func() bool { return s.pendingLen() == callers })
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	gate.armed.Store(true)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = commitOne(s, "first") })
+	<-gate.entered
+	for c := range callers {
+		wg.Go(func() {
+			for r := range 2 {
+				if err := commitOne(s, key("c", c*100+r)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	poll.Until(t, 30*time.Second, "callers queued behind the sync", func() bool { return s.pendingLen() == callers })
+	close(gate.release)
+	wg.Wait()
+	if calls := hook.calls(); !slices.Equal(calls, []int{1, callers, callers}) {
+		t.Fatalf("OnCommit calls (ops per group) = %v, want [1 10 10]", calls)
+	}
+	if n := s.committer.lingered.Load(); n != 0 {
+		t.Fatalf("%d lingers ran to their end waiting for callers that were already queued", n)
+	}
+}
+
 func TestLingerJoinsAlternatingCallers(t *testing.T) {
 	// Two closed-loop callers, one behind the other's fsync: the committer
 	// expects the one released back and commits it with the one that

@@ -12,9 +12,10 @@
 //   - Durability: Commit returns once its transaction has committed; with
 //     PostgreSQL's default synchronous_commit=on, that is after the WAL
 //     flush (and, with synchronous standbys, after their confirmation).
-//   - Atomicity: each batch is applied inside one transaction, between a
-//     savepoint and its release; a batch whose conditions fail is rolled back
-//     to its savepoint alone, and the rest of the group commits.
+//   - Atomicity: a group of batches is applied in one transaction; a batch
+//     whose conditions fail is left out of it (its conditions are decided
+//     before any of its operations is sent), and the rest of the group
+//     commits.
 //   - Order: keys compare as bytea, which PostgreSQL orders bytewise.
 //   - Conditions: each condition key is locked for the transaction — its
 //     row with SELECT … FOR UPDATE, and, so that "absent" can be asserted
@@ -38,6 +39,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,9 +65,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Exclusive makes Open fail when another Store with Exclusive set has
 	// the table open, and holds that claim (a session advisory lock on a
-	// connection of its own) until Close: a single node on PostgreSQL, safe
-	// from a second node started by mistake until the cluster's leases
-	// exist.
+	// connection of its own) until Close: for a program that must be the
+	// table's only writer. `busbar serve` does not set it: its nodes share
+	// a table through leases (package cluster).
 	Exclusive bool
 }
 
@@ -261,33 +263,38 @@ func (s *Store) commitLoop() {
 	}
 }
 
-// commitGroup runs reqs in one transaction, each between a savepoint and
-// its release, and answers them.
+// commitGroup runs reqs in one transaction and answers them. The
+// condition keys of the whole group are locked and read first, in one
+// round trip; each batch's conditions are then decided in order against
+// those values as the batches before it in the group change them
+// (store.ValueAfter), so a batch whose conditions fail sends nothing; the
+// operations of the others go in one pipelined round trip.
 func (s *Store) commitGroup(reqs []*request) {
 	ctx := context.Background()
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		vals, err := s.lockConds(ctx, tx, reqs)
+		if err != nil {
+			return err
+		}
+		var pb pgx.Batch
 		for _, r := range reqs {
-			if _, err := tx.Exec(ctx, "SAVEPOINT b"); err != nil {
-				return err
-			}
-			if err := s.checkConds(ctx, tx, r.b.Conds); err != nil {
-				if !errors.Is(err, store.ErrConditionFailed) {
-					return err
-				}
+			if err := store.CheckConds(r.b.Conds, func(k []byte) ([]byte, bool, error) {
+				c := vals[string(k)]
+				return c.v, c.found, nil
+			}); err != nil {
 				r.err = err
-				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT b"); err != nil {
-					return err
-				}
 				continue
 			}
-			if err := s.apply(ctx, tx, r.b); err != nil {
-				return err
+			for k, c := range vals {
+				c.v, c.found = store.ValueAfter(r.b.Ops, []byte(k), c.v, c.found)
+				vals[k] = c
 			}
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT b"); err != nil {
-				return err
-			}
+			s.queueOps(&pb, r.b)
 		}
-		return nil
+		if pb.Len() == 0 {
+			return nil
+		}
+		return tx.SendBatch(ctx, &pb).Close()
 	})
 	if err != nil {
 		err = fmt.Errorf("store/postgres: commit of %d batches: %w", len(reqs), err)
@@ -310,29 +317,65 @@ func (s *Store) commitGroup(reqs []*request) {
 	}
 }
 
-func (s *Store) checkConds(ctx context.Context, tx pgx.Tx, conds []store.Cond) error {
-	for _, c := range conds {
-		if _, err := tx.Exec(ctx, s.q.lockCond, c.Key); err != nil {
-			return err
-		}
-	}
-	return store.CheckConds(conds, func(k []byte) ([]byte, bool, error) {
-		var v []byte
-		err := tx.QueryRow(ctx, s.q.readCond, k).Scan(&v)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		return v, true, nil
-	})
+// condValue is a condition key's value as the group goes.
+type condValue struct {
+	v     []byte
+	found bool
 }
 
-// apply sends b's operations, and the announcements of its keys, in one
-// pipelined round trip.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, b *store.Batch) error {
+// lockConds locks every condition key of reqs for the transaction (an
+// advisory lock on its hash, so that absence holds too, and its row) and
+// reads its value, in one round trip, keys in order so that two nodes'
+// groups lock them in the same order.
+func (s *Store) lockConds(ctx context.Context, tx pgx.Tx, reqs []*request) (map[string]condValue, error) {
+	vals := map[string]condValue{}
+	var keys []string
+	for _, r := range reqs {
+		for _, c := range r.b.Conds {
+			if _, ok := vals[string(c.Key)]; !ok {
+				vals[string(c.Key)] = condValue{}
+				keys = append(keys, string(c.Key))
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return vals, nil
+	}
+	sort.Strings(keys)
 	var pb pgx.Batch
+	for _, k := range keys {
+		pb.Queue(s.q.lockCond, []byte(k))
+	}
+	for _, k := range keys {
+		pb.Queue(s.q.readCond, []byte(k))
+	}
+	br := tx.SendBatch(ctx, &pb)
+	for range keys {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	for _, k := range keys {
+		var v []byte
+		err := br.QueryRow().Scan(&v)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			br.Close()
+			return nil, err
+		default:
+			if v == nil {
+				v = []byte{}
+			}
+			vals[k] = condValue{v: v, found: true}
+		}
+	}
+	return vals, br.Close()
+}
+
+// queueOps queues b's operations, and the announcements of its keys.
+func (s *Store) queueOps(pb *pgx.Batch, b *store.Batch) {
 	for _, op := range b.Ops {
 		switch op.Kind {
 		case store.OpSet:
@@ -352,7 +395,6 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, b *store.Batch) error {
 			pb.Queue("SELECT pg_notify($1, $2)", s.channel, s.origin+":"+hex.EncodeToString(k))
 		}
 	}
-	return tx.SendBatch(ctx, &pb).Close()
 }
 
 // announced returns the key to publish for op, if op touches an Announce

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/store"
+	"github.com/busbar-io/busbar/store/memstore"
+)
+
+// Two independent producers: the first decides sequence number 1 and its
+// commit is held, as a slow fsync would; the second decides 2 and is
+// durable first. A receiver must not get 2 before 1 — not on a queue, not
+// in a session, not on a subscription — and when the first send fails
+// instead, 2 must not wait any longer.
+func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
+	type target struct {
+		name string
+		// setup creates the entities and returns where to send, where to
+		// receive, and the session id messages carry ("" for none).
+		setup func(ctx context.Context, b *Broker) (send, recv, session string)
+	}
+	targets := []target{
+		{"queue", func(ctx context.Context, b *Broker) (string, string, string) {
+			must(t, b.CreateQueue(ctx, "q", QueueProperties{}))
+			return "q", "q", ""
+		}},
+		{"session", func(ctx context.Context, b *Broker) (string, string, string) {
+			must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: true}))
+			return "q", "q", "s1"
+		}},
+		{"subscription", func(ctx context.Context, b *Broker) (string, string, string) {
+			must(t, b.CreateTopic(ctx, "t", TopicProperties{}))
+			must(t, b.CreateSubscription(ctx, "t", "a", SubscriptionProperties{}))
+			must(t, b.CreateSubscription(ctx, "t", "b", SubscriptionProperties{}))
+			return "t", "t/Subscriptions/b", ""
+		}},
+	}
+	for _, tg := range targets {
+		for _, fail := range []bool{false, true} {
+			name := tg.name
+			if fail {
+				name += "/first fails"
+			}
+			t.Run(name, func(t *testing.T) {
+				g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+				if fail {
+					g.fail = errors.New("disk on fire")
+				}
+				b, err := Open(context.Background(), g, Options{Clock: clock.NewFake(t0),
+					Rand: seededRand{rand.NewChaCha8([32]byte{3})}, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				ctx := context.Background()
+				sendTo, recvFrom, session := tg.setup(ctx, b)
+				s := &sink{}
+				opts := ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver}
+				var c *Consumer
+				if session != "" {
+					c, err = b.AcceptSession(ctx, recvFrom, session, opts)
+				} else {
+					c, err = b.NewConsumer(ctx, recvFrom, opts)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.AddCredit(10)
+				m := func(body string) *Message { return &Message{Body: []byte(body), SessionID: session} }
+
+				g.mu.Lock()
+				g.armed = true
+				g.mu.Unlock()
+				first := b.SendAsync(ctx, sendTo, []*Message{m("1")}, nil, nil)
+				<-g.entered // the first producer's commit is held
+				second := b.SendAsync(ctx, sendTo, []*Message{m("2")}, nil, nil)
+				poll.Until(t, 10*time.Second, "the second send durable", func() bool {
+					n := 0
+					_ = g.Store.Scan(ctx, []byte{kBody}, []byte{kBody + 1}, func(_, _ []byte) error { n++; return nil })
+					return n >= 1
+				})
+				// Its acknowledgement waits for its message to be available.
+				select {
+				case <-second.done:
+					t.Fatal("the second send was acknowledged while its message was held")
+				case <-time.After(50 * time.Millisecond):
+				}
+				if got := s.take(); len(got) != 0 {
+					t.Fatalf("delivered %q while sequence number 1 was still being committed", bodies(got))
+				}
+				close(g.release)
+				if seqs, err := second.Wait(); err != nil || len(seqs) != 1 {
+					t.Fatalf("second send: %v %v", seqs, err)
+				}
+				_, err = first.Wait()
+				if fail != (err != nil) {
+					t.Fatalf("first send: %v, want failure %v", err, fail)
+				}
+				want := []string{"1", "2"}
+				if fail {
+					want = []string{"2"}
+				}
+				var got []*Message
+				poll.Until(t, 10*time.Second, "the deliveries", func() bool {
+					got = append(got, s.take()...)
+					return len(got) >= len(want)
+				})
+				wantBodies(t, got, want...)
+				if err := b.checkInvariants(); err != nil {
+					t.Fatalf("invariants: %v", err)
+				}
+			})
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var _ store.Store = (*gatedStore)(nil)

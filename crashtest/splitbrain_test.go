@@ -1,0 +1,120 @@
+//go:build unix
+
+package crashtest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// TestPausedNodeIsFenced stops the node serving a queue with SIGSTOP past
+// its lease, while a client connected straight to it has a send in flight;
+// another node takes the queue over and serves it. Continued with SIGCONT,
+// the paused node must not acknowledge that send nor any later one: its
+// commits carry the old lease's epoch and PostgreSQL refuses them. The
+// queue then holds exactly the messages that were acknowledged.
+func TestPausedNodeIsFenced(t *testing.T) {
+	cl := startCluster(t)
+	victim := waitOwner(t, cl.st, queueName)
+	direct, err := azservicebus.NewClientFromConnectionString(cl.procs[victim].ConnectionString(),
+		&azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(direct)
+	ctx := context.Background()
+	ds, err := direct.NewSender(queueName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	sendOne := func(s *azservicebus.Sender, id string) error {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		err := s.SendMessage(sctx, &azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil)
+		if err == nil {
+			acked = append(acked, id)
+		}
+		return err
+	}
+	for i := range 10 {
+		if err := sendOne(ds, fmt.Sprint("before-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pid := cl.procs[victim].PID()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	late := make(chan error, 1)
+	go func() {
+		id := "late"
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		late <- ds.SendMessage(sctx, &azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil)
+	}()
+	served := waitServed(t, cl.connStr)
+	if o := waitOwner(t, cl.st, queueName); o == victim {
+		t.Fatalf("the queue is served through the router, but its lease is still %s's", victim)
+	}
+	t.Logf("queue taken over %v after SIGSTOP (lease %v)", served.Sub(stopped).Round(time.Millisecond), failoverLease)
+	routed, err := azservicebus.NewClientFromConnectionString(cl.connStr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeClient(routed)
+	rs, err := routed.NewSender(queueName, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := sendOne(rs, fmt.Sprint("after-", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-late; err == nil {
+		t.Fatalf("the paused node acknowledged a send after it lost the queue")
+	} else {
+		t.Logf("the send in flight through the paused node: %v", err)
+	}
+	if err := sendOne(ds, "later"); err == nil {
+		t.Fatalf("the resumed node acknowledged a send for a queue it no longer owns")
+	}
+	// Exactly the acknowledged messages are in the queue.
+	r, err := routed.NewReceiverForQueue(queueName, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		msgs, err := r.ReceiveMessages(rctx, 100, nil)
+		cancel()
+		if err != nil && !isCtxErr(err) {
+			t.Fatal(err)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		for _, m := range msgs {
+			got = append(got, m.MessageID)
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(acked)
+	if strings.Join(got, ",") != strings.Join(acked, ",") {
+		t.Fatalf("the queue holds %v, the acknowledged sends were %v", got, acked)
+	}
+	cl.stop(t)
+}

@@ -370,3 +370,45 @@ func TestSequenceMarksCommittedOutOfOrderKeepTheLargest(t *testing.T) {
 }
 
 var _ store.Store = (*flakyStore)(nil)
+
+// countingStore counts the range deletions committed through it.
+type countingStore struct {
+	*memstore.Store
+	ranges atomic.Int64
+}
+
+func (c *countingStore) Commit(ctx context.Context, b *store.Batch) error {
+	for _, op := range b.Ops {
+		if op.Kind == store.OpDeleteRange {
+			c.ranges.Add(1)
+		}
+	}
+	return c.Store.Commit(ctx, b)
+}
+
+// A batch of messages that passes the durable high-water mark writes one
+// mark (one range deletion), not one per message: overlapping range
+// deletions by the thousand made the store's flush use gigabytes.
+func TestBatchPastTheMarkWritesOneMark(t *testing.T) {
+	st := &countingStore{Store: memstore.New()}
+	ctx := context.Background()
+	b, err := Open(ctx, st, Options{Clock: clock.NewFake(t0), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.CreateQueue(ctx, "q", QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	before := st.ranges.Load()
+	msgs := make([]*Message, 500)
+	for i := range msgs {
+		msgs[i] = &Message{MessageID: fmt.Sprint(i), Body: []byte("x")}
+	}
+	if err := b.Send(ctx, "q", msgs); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.ranges.Load() - before; n != 1 {
+		t.Fatalf("a batch of 500 past the mark committed %d range deletions, want 1", n)
+	}
+}

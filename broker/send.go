@@ -49,11 +49,22 @@ func (tx *txn) seq(e *entity, n int) uint64 {
 	return first
 }
 
+// addMark records that the txn must write mark for c. A txn writes one
+// mark per counter, its largest, when it commits: a batch of n messages
+// past the durable mark would otherwise write n marks and n overlapping
+// range deletions, which the store must fragment (quadratic memory at
+// flush).
 func (tx *txn) addMark(c *seqCounter, mark uint64) {
-	if mark != 0 {
-		c.markOps(&tx.bt, mark)
-		tx.marks = append(tx.marks, seqMark{c, mark})
+	if mark == 0 {
+		return
 	}
+	for i := range tx.marks {
+		if tx.marks[i].c == c {
+			tx.marks[i].mark = max(tx.marks[i].mark, mark)
+			return
+		}
+	}
+	tx.marks = append(tx.marks, seqMark{c, mark})
 }
 
 // commit writes the txn and publishes its placements, or undoes its
@@ -68,6 +79,9 @@ func (tx *txn) commit() error {
 
 // write commits the txn's batch; on failure it undoes the reservations.
 func (tx *txn) write() error {
+	for _, m := range tx.marks {
+		m.c.markOps(&tx.bt, m.mark)
+	}
 	if err := tx.b.commit(tx.ctx, &tx.bt.Batch); err != nil {
 		tx.abort()
 		return err

@@ -103,23 +103,38 @@ func TestBacklog(t *testing.T) {
 }
 
 // fill writes n messages of bodySize bytes to a new queue, through the
-// broker library on the Pebble store serve uses, with four writers.
+// broker library on the Pebble store serve uses.
 func fill(t *testing.T, dir string, n int) {
+	withBroker(t, dir, func(b *broker.Broker) {
+		if err := b.CreateQueue(context.Background(), queue, broker.QueueProperties{MaxSizeInMegabytes: 80 << 10}); err != nil {
+			t.Fatal(err)
+		}
+		sendAll(t, b, n, func(i int) (string, *broker.Message) { return queue, encode(i) })
+	})
+}
+
+// withBroker runs f on a broker over a Pebble store in dir, as serve opens it.
+func withBroker(t *testing.T, dir string, f func(*broker.Broker)) {
 	st, err := pebble.Open(dir, pebble.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ctx := context.Background()
-	b, err := broker.Open(ctx, st, broker.Options{Logger: slog.New(slog.DiscardHandler)})
+	b, err := broker.Open(context.Background(), st, broker.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.CreateQueue(ctx, queue, broker.QueueProperties{MaxSizeInMegabytes: 80 << 10}); err != nil {
-		t.Fatal(err)
-	}
-	const batch, writers = 500, 4
+	f(b)
+}
+
+// sendAll sends messages 0..n-1, made by msg (which names the queue of
+// each; a batch goes to the queue of its first message), in batches of
+// 512 with sixteen writers (commits are fsync-bound; more writers share
+// each fsync).
+func sendAll(t *testing.T, b *broker.Broker, n int, msg func(i int) (string, *broker.Message)) {
+	ctx := context.Background()
+	const batch, writers = 512, 16
 	var next int
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -140,10 +155,15 @@ func fill(t *testing.T, dir string, n int) {
 					return
 				}
 				msgs := make([]*broker.Message, 0, batch)
+				var q string
 				for i := first; i < min(first+batch, n); i++ {
-					msgs = append(msgs, encode(i))
+					name, m := msg(i)
+					if q == "" {
+						q = name
+					}
+					msgs = append(msgs, m)
 				}
-				if err := b.Send(ctx, queue, msgs); err != nil {
+				if err := b.Send(ctx, q, msgs); err != nil {
 					errs <- err
 					return
 				}

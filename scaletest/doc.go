@@ -10,6 +10,13 @@
 //
 //	BUSBAR_BACKLOG=10000000 go test -timeout 60m -run TestBacklog -v ./scaletest
 //
+// The overload tests (overload_test.go) push the same child process with
+// one kind of overload each — idle connections, a consumer that stops
+// reading its socket, a flood of sends, a million sessions, backlogs on
+// hundreds of queues — and measure its memory and a bystander's latency.
+// Their default sizes are small; the campaign's command is in
+// docs/reliability.md, section 4.
+//
 // The package owns no product code; it drives a child process built from
 // ./cmd/busbar (internal/serveproc) and reads its memory from /proc.
 package scaletest

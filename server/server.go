@@ -151,6 +151,12 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
+	// A directory made here is private; one that existed keeps its mode,
+	// and the files in it (messages, the root key) rely on it.
+	if fi, err := os.Stat(opts.DataDir); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		s.log.Warn("the data directory is open to other users, yet it holds the messages and the keys: make it private (chmod 700)",
+			"dir", opts.DataDir, "mode", fi.Mode().Perm().String())
+	}
 	s.metrics = admin.NewMetrics()
 	if s.st = opts.Store; s.st == nil && opts.StoreURL != "" {
 		dsn, po, err := postgres.ParseURL(opts.StoreURL)

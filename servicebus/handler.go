@@ -2,6 +2,7 @@ package servicebus
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,11 +112,17 @@ func (h *Handler) Authenticate(c *amqp.Credentials) (any, error) {
 		return nil, nil
 	}
 	for _, r := range h.auth.Rules() {
-		if r.KeyName == c.Username && c.Password != "" && (c.Password == r.PrimaryKey || c.Password == r.SecondaryKey) {
+		if r.KeyName == c.Username && c.Password != "" && (sameKey(c.Password, r.PrimaryKey) || sameKey(c.Password, r.SecondaryKey)) {
 			return plainIdentity{rule: r}, nil
 		}
 	}
 	return nil, fmt.Errorf("SASL PLAIN: unknown key name %q or wrong key", c.Username)
+}
+
+// sameKey compares a presented key with a rule's in constant time, so the
+// time a refusal takes tells nothing about how much of the key matched.
+func sameKey(presented, key string) bool {
+	return key != "" && subtle.ConstantTimeCompare([]byte(presented), []byte(key)) == 1
 }
 
 // conn is the dialect's state of one connection.

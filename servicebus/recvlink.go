@@ -33,8 +33,28 @@ type recvLink struct {
 
 	mu      sync.Mutex
 	pending []*broker.Message // delivered by the broker, not yet sent
+	avgSize int               // moving average of the delivered bodies' sizes
 	buf     []byte            // encoding scratch of the pump
 	closed  bool
+}
+
+// aheadBytes bounds what a link takes from the broker ahead of its socket:
+// the broker's consumer gets at most about this many bytes' worth of the
+// client's credit beyond what is queued, so a client that grants a large
+// credit and stops reading pins this much, not its whole credit in bodies.
+const aheadBytes = 1 << 20
+
+// assumedSize is the body size assumed before a link has seen any.
+const assumedSize = 64 << 10
+
+// aheadLocked returns how many messages the broker may deliver ahead of
+// the socket: aheadBytes of the link's average message, at least one.
+func (l *recvLink) aheadLocked() int {
+	size := l.avgSize
+	if size == 0 {
+		size = assumedSize
+	}
+	return max(1, aheadBytes/max(size, 1))
 }
 
 func (c *conn) attachReceiver(s *amqp.Sender, addr Address) (amqp.SenderHandler, error) {
@@ -94,17 +114,40 @@ func (l *recvLink) pump() {
 		if queued > 0 {
 			batch = l.sendPending(batch)
 		}
-		l.mu.Lock()
-		queued = len(l.pending)
-		l.mu.Unlock()
-		// Deliveries AddCredit makes are queued, and wake the pump again.
-		if want := int(l.s.Credit()) - queued - l.cons.Credit(); want > 0 {
-			l.cons.AddCredit(want)
-		}
+		l.grant()
 		if l.s.Draining() {
-			l.cons.Drain()
-			batch = l.sendPending(batch)
+			batch = l.drain(batch)
 			_ = l.s.CompleteDrain()
+		}
+	}
+}
+
+// grant matches the consumer's credit to the link's, within the look-ahead
+// bound. Deliveries it makes are queued, and wake the pump again.
+func (l *recvLink) grant() {
+	l.mu.Lock()
+	queued, ahead := len(l.pending), l.aheadLocked()
+	l.mu.Unlock()
+	if want := min(int(l.s.Credit())-queued, ahead) - l.cons.Credit(); want > 0 {
+		l.cons.AddCredit(want)
+	}
+}
+
+// drain delivers what is available up to the link's credit, in steps of
+// the look-ahead bound (each step's deliveries are sent before the next is
+// taken), and stops when the broker has no more (or no credit: its
+// consumer ended) or the link's credit is used.
+func (l *recvLink) drain(batch []*broker.Message) []*broker.Message {
+	for {
+		l.grant()
+		had := l.cons.Credit()
+		dropped := l.cons.Drain()
+		batch = l.sendPending(batch)
+		l.mu.Lock()
+		closed, queued := l.closed, len(l.pending)
+		l.mu.Unlock()
+		if closed || had == 0 || dropped > 0 || int(l.s.Credit())-queued <= 0 {
+			return batch
 		}
 	}
 }
@@ -126,6 +169,11 @@ func (l *recvLink) deliver(m *broker.Message) {
 		return
 	}
 	l.pending = append(l.pending, m)
+	if l.avgSize == 0 {
+		l.avgSize = len(m.Body)
+	} else {
+		l.avgSize += (len(m.Body) - l.avgSize) / 8
+	}
 	l.mu.Unlock()
 	l.wakeUp()
 }

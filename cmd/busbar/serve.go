@@ -196,19 +196,36 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 		if err != nil {
 			return opts, fmt.Errorf("loading the TLS certificate: %w", err)
 		}
-		opts.TLS = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+		opts.TLS = serverTLS(c)
 	case f.selfSigned:
 		c, path, err := selfSignedCert(opts.DataDir)
 		if err != nil {
 			return opts, err
 		}
 		log.Warn("using a self-signed development certificate; clients must trust it", "cert", path)
-		opts.TLS = &tls.Config{Certificates: []tls.Certificate{c}, MinVersion: tls.VersionTLS12}
+		opts.TLS = serverTLS(c)
 	}
 	if opts.AMQPSAddr != "" && opts.TLS == nil {
 		return opts, errors.New("--amqps needs --tls-cert/--tls-key or --tls-self-signed")
 	}
 	return opts, nil
+}
+
+// serverTLS is the TLS configuration of the AMQPS and HTTPS listeners:
+// TLS 1.2 or 1.3, and under TLS 1.2 only ephemeral (ECDHE) key exchange with
+// AEAD ciphers, so every session has forward secrecy and no CBC-mode suite
+// is offered (docs/security.md). TLS 1.3's suites are all AEAD; Go does
+// not let them be configured.
+func serverTLS(c tls.Certificate) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{c},
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: []uint16{
+			tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+			tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+			tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+		},
+	}
 }
 
 // standardMaxMessageKB is the message size limit of a Standard namespace.

@@ -8,6 +8,7 @@ require (
 	github.com/Azure/go-amqp v1.7.0
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/coder/websocket v1.8.15
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/jackc/pgx/v5 v5.7.5
 	github.com/prometheus/client_golang v1.16.0
 )

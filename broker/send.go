@@ -289,6 +289,9 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 	if len(msgs) == 0 {
 		return nil, nil, nil
 	}
+	if err := b.checkSpace(); err != nil {
+		return nil, nil, err
+	}
 	tx := b.newTxn(ctx)
 	e.touch(tx.now)
 	// Every message is checked before any is enqueued: a batch with one bad

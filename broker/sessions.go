@@ -360,6 +360,11 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 	if max := q.ent.props().MaxMessageSizeKB * 1024; int64(len(state)) > max {
 		return errorf(ErrMessageSizeExceeded, "session state of %d bytes is larger than the %d bytes %q allows", len(state), max, path)
 	}
+	if len(state) > 0 {
+		if err := b.checkSpace(); err != nil {
+			return err
+		}
+	}
 	now := b.now()
 	q.mu.Lock()
 	s := q.sessions[id]

@@ -5,8 +5,10 @@ package crashtest
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,42 @@ const (
 	envBinary = "BUSBAR_CRASHTEST_BINARY"
 	// envVerbose copies the child's stdout and stderr to the test's stderr.
 	envVerbose = "BUSBAR_CRASHTEST_VERBOSE"
+	// envRounds overrides the number of rounds (crash, restart, verify) of
+	// every crash test: the long campaign runs 100.
+	envRounds = "BUSBAR_CRASHTEST_ROUNDS"
+	// envSeed seeds the random kill moments; unset, a random seed is
+	// taken and logged.
+	envSeed = "BUSBAR_CRASHTEST_SEED"
 )
+
+// roundsOr returns the number of rounds envRounds asks for, or def.
+func roundsOr(t *testing.T, def int) int {
+	t.Helper()
+	v := os.Getenv(envRounds)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive number of rounds", envRounds, v)
+	}
+	return n
+}
+
+// newRand returns the source of the test's random choices, seeded from
+// envSeed or at random; the seed is logged so a run can be repeated.
+func newRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := rand.Uint64()
+	if v := os.Getenv(envSeed); v != "" {
+		var err error
+		if seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want an unsigned integer", envSeed, v)
+		}
+	}
+	t.Logf("random seed %d (set %s to repeat)", seed, envSeed)
+	return rand.New(rand.NewPCG(seed, seed))
+}
 
 const (
 	buildTimeout = 5 * time.Minute
@@ -51,7 +88,7 @@ func buildBusbar(t *testing.T, dir string) string {
 }
 
 // startChild runs `busbar serve` over dataDir with the config file cfg, on
-// a free loopback port and without the HTTP listener, and returns once the
+// a free loopback port, with the HTTP listener (management API), and returns once the
 // child has printed its connection string and accepts connections. The
 // child is killed when the test ends, if it still runs.
 func startChild(t *testing.T, bin, dataDir, cfg string, args ...string) *serveproc.Process {
@@ -63,6 +100,7 @@ func startChild(t *testing.T, bin, dataDir, cfg string, args ...string) *servepr
 		StartTimeout: startTimeout,
 		LogLimit:     logLimit,
 		Args:         args,
+		HTTP:         true, // the management API, whose counts are checked
 	}
 	if os.Getenv(envVerbose) != "" {
 		opts.Verbose = os.Stderr

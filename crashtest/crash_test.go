@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/busbar-io/busbar/internal/pgtest"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,10 @@ const (
 	drainTimeout = 45 * time.Second
 	// quietWait is how long one receive waits on an empty queue.
 	quietWait = 500 * time.Millisecond
+	// killJitter bounds the random wait between a round's kill condition
+	// and its SIGKILL. It is below the 700 ms that the earliest scheduled
+	// message waits, so a scheduled message is still pending at the kill.
+	killJitter = 250 * time.Millisecond
 )
 
 // TestCrash kills `busbar serve` with SIGKILL under load from the official
@@ -37,7 +42,7 @@ func TestCrash(t *testing.T) {
 	if testing.Short() {
 		rounds, sh.ops = 1, 600
 	}
-	crash(t, rounds, sh)
+	crash(t, crashRun{rounds: roundsOr(t, rounds), shape: sh})
 }
 
 // TestCrashOnPostgres is TestCrash with the broker's store in PostgreSQL
@@ -54,29 +59,52 @@ func TestCrashOnPostgres(t *testing.T) {
 	if testing.Short() {
 		rounds, sh.ops = 1, 400
 	}
-	crash(t, rounds, sh, "--store", dsn+sep+"busbar_table="+table)
+	crash(t, crashRun{rounds: roundsOr(t, rounds), shape: sh, args: []string{"--store", dsn + sep + "busbar_table=" + table}})
 }
 
-// crash runs the crash test: rounds of load, SIGKILL, restart, drain and
-// verify, with args added to every `busbar serve`.
-func crash(t *testing.T, rounds int, sh shape, args ...string) {
+// crashRun is one crash test's configuration.
+type crashRun struct {
+	rounds int
+	shape  shape
+	// args are added to every `busbar serve`.
+	args []string
+	// data is the data directory; empty means a new temporary one.
+	data string
+	// afterKill runs after each SIGKILL, before the restart (it cuts the
+	// power in the power-loss test).
+	afterKill func(t *testing.T, round int, rnd *rand.Rand)
+}
+
+// crash runs the crash test: rounds of load, SIGKILL at a random moment
+// once the round's kill condition holds, restart, drain and verify.
+func crash(t *testing.T, run crashRun) {
 	tmp := t.TempDir()
 	bin := buildBusbar(t, tmp)
 	cfg := filepath.Join(tmp, "Config.json")
 	if err := os.WriteFile(cfg, []byte(configJSON), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(tmp, "data")
+	data, rounds, sh, args := run.data, run.rounds, run.shape, run.args
+	if data == "" {
+		data = filepath.Join(tmp, "data")
+	}
+	rnd := newRand(t)
 	l := newLedger()
+	x := newExtras(l)
 
 	c := startChild(t, bin, data, cfg, args...)
+	defer func() { // also after t.Fatal
+		if t.Failed() {
+			t.Logf("busbar's log since the last start:\n%s", c.Log())
+		}
+	}()
 	key := sharedAccessKey(c.ConnectionString())
 	if key == "" {
 		t.Fatalf("no SharedAccessKey in the connection string %q", c.ConnectionString())
 	}
 	for round := 1; round <= rounds; round++ {
 		began := time.Now()
-		ld := newLoad(l, c.ConnectionString(), sh)
+		ld := newLoad(l, x, c.ConnectionString(), sh)
 		ctx, cancel := context.WithCancel(context.Background())
 		ld.start(ctx, round)
 		select {
@@ -87,10 +115,16 @@ func crash(t *testing.T, rounds int, sh shape, args ...string) {
 			t.Fatalf("round %d: the load did not reach its kill condition in %v: %s\nbusbar's log:\n%s",
 				round, loadTimeout, ld.summary(), c.Log())
 		}
+		// Kill at a random moment of the load, up to killJitter after the
+		// kill condition first held.
+		time.Sleep(time.Duration(rnd.Int64N(int64(killJitter))))
 		ld.crashed.Store(true)
 		kill(t, c)
 		cancel()
 		waitWorkers(t, ld)
+		if run.afterKill != nil {
+			run.afterKill(t, round, rnd)
+		}
 		held := l.crashed()
 		t.Logf("round %d: killed after %v: %s; %d messages locked at the crash", round, time.Since(began).Round(time.Millisecond), ld.summary(), held)
 
@@ -99,6 +133,7 @@ func crash(t *testing.T, rounds int, sh shape, args ...string) {
 		if k := sharedAccessKey(c.ConnectionString()); k != key {
 			t.Errorf("round %d: the root key changed across the restart: %q, then %q", round, key, k)
 		}
+		checkExtras(t, x, c)
 		drain(t, l, c.ConnectionString())
 		checkSessions(t, l, c.ConnectionString(), sh.sessions)
 		st := l.endDrain()
@@ -111,9 +146,6 @@ func crash(t *testing.T, rounds int, sh shape, args ...string) {
 		report(t, l)
 	}
 	terminate(t, c)
-	if t.Failed() {
-		t.Logf("busbar's log since the last start:\n%s", c.Log())
-	}
 }
 
 // waitWorkers waits for the load's workers, which end once the broker is

@@ -1,12 +1,16 @@
-// Package crashtest holds Busbar's end-to-end crash test: a real
+// Package crashtest holds Busbar's end-to-end reliability tests: a real
 // `busbar serve` child process, loaded through the official Go SDK
 // (azservicebus), killed with SIGKILL in the middle of the load, restarted
-// on the same data directory, drained and checked, for several rounds.
+// on the same data directory, drained and checked, for several rounds; the
+// same with a power cut after each kill (the data directory on
+// internal/lazyfs, which drops unsynced data); failing fsyncs; and a full
+// data volume (a small tmpfs).
 //
 // The package has no library code; everything is in its tests. It owns
 // nothing of the broker and must not import the broker's packages: the
-// child is built from ./cmd/busbar and reached only through AMQP, as a user
-// reaches it. docs/durability.md states the guarantees the test proves.
+// child is built from ./cmd/busbar and reached only through AMQP and the
+// management API, as a user reaches it. docs/durability.md states the
+// guarantees the tests prove; docs/reliability.md has the figures.
 //
 // What the test checks after every restart, from a ledger of what the SDK
 // acknowledged:
@@ -29,6 +33,10 @@
 // Run it with
 //
 //	go test ./crashtest/
+//
+// and the long campaign (100 rounds each of SIGKILL and of power loss) with
+// scripts/crash-campaign.sh. BUSBAR_CRASHTEST_ROUNDS sets the number of
+// rounds and BUSBAR_CRASHTEST_SEED repeats a run's random kill moments.
 //
 // BUSBAR_CRASHTEST_BINARY names a prebuilt busbar binary to test instead
 // of building ./cmd/busbar (used to show that the test fails against a

@@ -146,7 +146,7 @@ func (cl *testCluster) round(t *testing.T, round int, sh shape, fail func(victim
 	if o := waitOwner(t, cl.st, sessionName); o != victim {
 		t.Fatalf("round %d: the queues are on %s and %s; the node ids were chosen to keep them together", round, victim, o)
 	}
-	ld := newLoad(l, cl.connStr, sh)
+	ld := newLoad(l, nil, cl.connStr, sh)
 	ld.sessConnStr = cl.sessConn
 	lctx, cancel := context.WithCancel(context.Background())
 	ld.start(lctx, round)

@@ -157,9 +157,12 @@ const (
 	vPhantom     = "phantom"     // a message no producer sent
 	vReadBack    = "read-back"   // a value read differs from the one just acknowledged
 	vWorker      = "worker"      // a worker failed before the crash
+	vFilter      = "filter"      // a subscription holds a message its filter does not match
+	vOrder       = "order"       // a session's messages came out of order
+	vCounts      = "counts"      // the management API's counts differ from what is there
 )
 
-var violationOrder = []string{vLost, vResurrected, vCount, vState, vTorn, vEarly, vCorrupt, vPhantom, vReadBack, vWorker}
+var violationOrder = []string{vLost, vResurrected, vCount, vState, vTorn, vEarly, vCorrupt, vPhantom, vReadBack, vFilter, vOrder, vCounts, vWorker}
 
 // violation is one broken invariant.
 type violation struct {

@@ -81,6 +81,10 @@ type Options struct {
 	// PageWindow is broker.Options.PageWindow: available messages per
 	// queue or subscription kept in memory (default 50,000; negative: all).
 	PageWindow int
+	// MinFreeBytes is pebble.Options.MinFreeBytes for the embedded store:
+	// the free space kept on the data volume, below which sends are
+	// refused (default 128 MiB; negative: no check).
+	MinFreeBytes int64
 	// EnablePprof serves /debug/pprof/ on the HTTP listener.
 	EnablePprof bool
 	// DisableConsole turns off the web console, served by default under
@@ -184,8 +188,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	}
 	if s.st == nil {
 		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
-			Logger:   s.log.With("component", "store"),
-			OnCommit: func(ops int, d time.Duration) { s.metrics.ObserveCommit(d, ops) },
+			Logger:       s.log.With("component", "store"),
+			OnCommit:     func(ops int, d time.Duration) { s.metrics.ObserveCommit(d, ops) },
+			MinFreeBytes: opts.MinFreeBytes,
 		})
 		if err != nil {
 			return nil, err

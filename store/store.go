@@ -47,6 +47,20 @@ var ErrClosed = errors.New("store: closed")
 // of the batch (Batch.Require) does not hold. Nothing of the batch is applied.
 var ErrConditionFailed = errors.New("store: condition failed")
 
+// ErrFull is wrapped by the error SpaceGuard.CheckSpace returns while the
+// store's volume has less free space than the store's reserve.
+var ErrFull = errors.New("store: volume full")
+
+// SpaceGuard is implemented by stores that live on a local volume.
+// CheckSpace returns an error wrapping ErrFull while the volume's free space
+// is below the store's reserve, and nil otherwise; it is cheap enough to call
+// before every write. The broker calls it before writes that add data (sends,
+// schedules, session states) and refuses them while it fails, so that
+// completions and other writes that let data go still fit in the reserve.
+type SpaceGuard interface {
+	CheckSpace() error
+}
+
 // Store is a durable ordered key/value store. Keys compare bytewise.
 // It is safe for concurrent use.
 type Store interface {

@@ -47,6 +47,7 @@ type serveFlags struct {
 	selfSigned, pprof, httpTLS, console                       bool
 	maxMessageKB                                              int64
 	pageWindow                                                int
+	minFreeMB                                                 int64
 	sku                                                       string
 	logLevel, logFormat                                       string
 	shutdownTimeout                                           time.Duration
@@ -86,6 +87,8 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
 	fs.IntVar(&f.pageWindow, "page-window", int(envInt("BUSBAR_PAGE_WINDOW", 0)),
 		"available messages per queue or subscription kept in memory; the rest of a backlog stays on disk (default 50000; -1: all) [BUSBAR_PAGE_WINDOW]")
+	fs.Int64Var(&f.minFreeMB, "min-free-mb", envInt("BUSBAR_MIN_FREE_MB", 0),
+		"free space in MiB kept on the data directory's volume: below it sends are refused with the quota error while receives and completions go on (default 128; -1: no check) [BUSBAR_MIN_FREE_MB]")
 	str(&f.sku, "sku", "BUSBAR_SKU", "Premium", "namespace tier: Premium (1 MB messages by default) or Standard (256 KB messages)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
 	return fs
@@ -151,7 +154,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow, MinFreeBytes: f.minFreeMB << 20}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":

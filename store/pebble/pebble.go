@@ -64,6 +64,15 @@ type Options struct {
 	// low disk space at Warn, background errors at Error. Nil discards
 	// them.
 	Logger *slog.Logger
+	// MinFreeBytes is the free space the store keeps on its volume:
+	// below it CheckSpace fails (store.SpaceGuard), and the broker refuses
+	// sends while completions go on in the reserve. The reserve matters:
+	// Pebble cannot go on after a failed WAL write, so a volume that really
+	// fills up stops the process (its Logger.Fatalf). Default twice
+	// MemTableSize: the WAL of the current memtable may grow to that size
+	// and its flush writes an sstable of about as much. Negative disables
+	// the check.
+	MinFreeBytes int64
 	// OnCommit, when set, is called once per group commit (one fsync) with
 	// the number of operations the group held and the time from the arrival
 	// of its oldest batch until the group was durable: the worst commit
@@ -86,6 +95,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Linger == 0 {
 		o.Linger = DefaultLinger
+	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = 2 * int64(o.MemTableSize)
 	}
 	if o.MaxGroupBytes <= 0 {
 		o.MaxGroupBytes = DefaultMaxGroupBytes
@@ -143,6 +155,7 @@ type Store struct {
 
 	committer committer
 	watches   store.Watchers
+	space     spaceGuard
 
 	commits atomic.Uint64
 	syncs   atomic.Uint64
@@ -167,6 +180,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s.db = db
 	s.committer.start(s)
+	s.startSpaceGuard()
 	return s, nil
 }
 
@@ -330,6 +344,7 @@ func (s *Store) Close() error {
 	}
 	<-s.drained
 	s.committer.stop()
+	s.stopSpaceGuard()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("store/pebble: close: %w", err)
 	}

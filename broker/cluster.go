@@ -170,11 +170,7 @@ func (b *Broker) Load(ctx context.Context, top uint64) error {
 		x.dormant.Store(false)
 		b.armIdle(x)
 		if x.q != nil {
-			x.q.mu.Lock()
-			w := &work{q: x.q}
-			x.q.dispatch(w)
-			x.q.mu.Unlock()
-			b.finish(w)
+			x.q.redispatch()
 		}
 	}
 	return nil
@@ -307,11 +303,7 @@ func (b *Broker) refreshEntity(ctx context.Context, id uint64) error {
 		e.p.Store(&p)
 		b.armIdle(e)
 		if e.q != nil && !e.dormant.Load() {
-			e.q.mu.Lock()
-			w := &work{q: e.q}
-			e.q.dispatch(w)
-			e.q.mu.Unlock()
-			b.finish(w)
+			e.q.redispatch()
 		}
 		return nil
 	}

@@ -372,6 +372,17 @@ func (w *work) addFlush(c *Consumer) {
 	w.flush = append(w.flush, c)
 }
 
+// redispatch matches available messages with consumer credit after a change
+// that may allow more deliveries (new properties, a loaded entity); q.mu is
+// not held.
+func (q *qstate) redispatch() {
+	q.mu.Lock()
+	w := &work{q: q}
+	q.dispatch(w)
+	q.mu.Unlock()
+	q.b.finish(w)
+}
+
 // dispatch matches available messages with consumer credit; q.mu is held.
 func (q *qstate) dispatch(w *work) {
 	if q.ent.deleted.Load() || !q.ent.props().Status.canReceive() {

@@ -255,11 +255,7 @@ func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp 
 	e.touch(now)
 	b.armIdle(e)
 	if e.q != nil {
-		e.q.mu.Lock()
-		w := &work{q: e.q}
-		e.q.dispatch(w)
-		e.q.mu.Unlock()
-		b.finish(w)
+		e.q.redispatch()
 	}
 	return nil
 }

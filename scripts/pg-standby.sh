@@ -17,6 +17,8 @@
 # (default 55436) are their ports. It uses the server scripts/postgres.sh
 # installs. As root, the clusters belong to the postgres user.
 set -euo pipefail
+# shellcheck source=scripts/pg-lib.sh
+source "$(dirname "$0")/pg-lib.sh"
 
 dir=${BUSBAR_PG_STANDBY_DIR:-/tmp/busbar-test-pg-standby}
 pport=${BUSBAR_PG_PRIMARY_PORT:-55435}
@@ -24,12 +26,10 @@ sport=${BUSBAR_PG_STANDBY_PORT:-55436}
 user=busbar
 name=geo_standby
 
-pgbin() {
+# serverbin is pgbin, or an error when no server is installed.
+serverbin() {
   local d
-  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ -z "$d" ] && command -v pg_ctl >/dev/null 2>&1; then
-    d=$(dirname "$(readlink -f "$(command -v pg_ctl)")")
-  fi
+  d=$(pgbin)
   if [ -z "$d" ] || [ ! -x "$d/initdb" ]; then
     echo "no PostgreSQL server binaries: run scripts/postgres.sh start once to install them" >&2
     exit 1
@@ -37,21 +37,14 @@ pgbin() {
   echo "$d"
 }
 
-as_owner() {
-  if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
 
 psql_primary() {
-  as_owner "$(pgbin)/psql" -X -q -h 127.0.0.1 -p "$pport" -U "$user" -d postgres -v ON_ERROR_STOP=1 -c "$1" >&2
+  as_owner "$(serverbin)/psql" -X -q -h 127.0.0.1 -p "$pport" -U "$user" -d postgres -v ON_ERROR_STOP=1 -c "$1" >&2
 }
 
 start() {
   local bin
-  bin=$(pgbin)
+  bin=$(serverbin)
   mkdir -p "$dir"
   if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
@@ -84,7 +77,7 @@ start() {
 
 stop() {
   local bin
-  bin=$(pgbin)
+  bin=$(serverbin)
   for c in standby primary; do
     if [ -f "$dir/$c/PG_VERSION" ]; then
       as_owner "$bin/pg_ctl" -D "$dir/$c" -m immediate -w stop >/dev/null 2>&1 || true
@@ -97,8 +90,8 @@ case "${1:-start}" in
   start) start ;;
   sync) psql_primary "ALTER SYSTEM SET synchronous_standby_names = '$name'"; psql_primary "SELECT pg_reload_conf()" ;;
   async) psql_primary "ALTER SYSTEM RESET synchronous_standby_names"; psql_primary "SELECT pg_reload_conf()" ;;
-  crash-primary) as_owner "$(pgbin)/pg_ctl" -D "$dir/primary" -m immediate -w stop >&2 ;;
-  promote) as_owner "$(pgbin)/pg_ctl" -D "$dir/standby" -w promote >&2 ;;
+  crash-primary) as_owner "$(serverbin)/pg_ctl" -D "$dir/primary" -m immediate -w stop >&2 ;;
+  promote) as_owner "$(serverbin)/pg_ctl" -D "$dir/standby" -w promote >&2 ;;
   stop) stop ;;
   *) echo "usage: $0 start|sync|async|crash-primary|promote|stop" >&2; exit 2 ;;
 esac

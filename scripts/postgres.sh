@@ -12,27 +12,14 @@
 # 55432) choose where. PostgreSQL refuses to run as root: as root, the
 # cluster belongs to the postgres user and commands run through runuser.
 set -euo pipefail
+# shellcheck source=scripts/pg-lib.sh
+source "$(dirname "$0")/pg-lib.sh"
 
 dir=${BUSBAR_PG_DIR:-/tmp/busbar-test-pg}
 port=${BUSBAR_PG_PORT:-55432}
 user=busbar
 
-pgbin() {
-  local d
-  d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ -z "$d" ] && command -v pg_ctl >/dev/null 2>&1; then
-    d=$(dirname "$(readlink -f "$(command -v pg_ctl)")")
-  fi
-  echo "$d"
-}
 
-as_owner() {
-  if [ "$(id -u)" = 0 ]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
 
 start() {
   local bin

@@ -143,7 +143,7 @@ type scheduleView struct {
 // or the task that failed a job kept outside the broker.
 type failedTask struct {
 	Entity   string `json:"entity"` // the broker store's queue; "" outside the broker
-	Queue    string `json:"queue"`  // the pipeline's work queue
+	Queue    string `json:"queue"`  // the pipeline's work queue, when known
 	Store    string `json:"store"`  // "" for the broker store, else FailedJob.Store
 	Job      string `json:"job"`
 	Sequence int64  `json:"sequenceNumber"`
@@ -171,8 +171,11 @@ func (c *Console) failedTasks(ctx context.Context, path string) ([]failedTask, e
 		if !ok {
 			continue
 		}
-		ft := failedTask{Entity: path, Queue: strings.TrimSuffix(path, pipelineSuffix), Job: m.SessionID, Sequence: m.SequenceNumber, Type: m.Subject, Reason: reason,
+		ft := failedTask{Entity: path, Job: m.SessionID, Sequence: m.SequenceNumber, Type: m.Subject, Reason: reason,
 			Index: m.Properties["PipelineTaskIndex"], Attempts: m.Properties["PipelineAttempts"]}
+		if q, ok := strings.CutSuffix(path, pipelineSuffix); ok {
+			ft.Queue = q // the store's default name: its pipeline is known
+		}
 		ft.Error, _ = m.Properties["PipelineError"].(string)
 		if ms, ok := m.Properties["PipelineFailedAt"].(int64); ok {
 			ft.FailedAt = time.UnixMilli(ms).UTC().Format(time.RFC3339)

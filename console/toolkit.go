@@ -244,7 +244,9 @@ func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) 
 		Schedules []scheduleView `json:"schedules"`
 		Jobs      []jobView      `json:"jobs"`
 		Failed    []failedTask   `json:"failed"`
-	}{c.o.Toolkit != nil, []sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}}
+		// FailedError says why failed jobs kept outside the broker are missing.
+		FailedError string `json:"failedError,omitempty"`
+	}{c.o.Toolkit != nil, []sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}, ""}
 	scan := func(path string) error {
 		if c.need(p, path, sas.Listen) != nil {
 			return nil
@@ -275,8 +277,9 @@ func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	if c.o.Toolkit != nil {
 		jobs, err := c.o.Toolkit.FailedJobs(ctx)
-		if err != nil {
-			return httpError(http.StatusBadGateway, "reading failed pipeline jobs: %v", err)
+		if err != nil { // the broker's part of the view stands; the log has the database's error
+			out.FailedError = "the failed jobs kept outside the broker could not be read (the broker's log says why)"
+			c.log.Warn("console: reading failed pipeline jobs", "err", err)
 		}
 		for _, j := range jobs {
 			if c.need(p, j.Queue, sas.Listen) == nil {

@@ -788,6 +788,7 @@ async function toolkitPage() {
     table([['Job', (x) => x.entity ? sess(x.entity, x.job) : `${x.queue} › ${x.job}`], ['Store', (x) => x.store || 'broker'],
       ['Task', (x) => `${x.index} ${x.type || ''}`], ['Reason', (x) => x.reason], ['Error', (x) => x.error],
       ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)], ['', failedActions]], r.failed, 'No failed pipeline tasks.'),
+    r.failedError ? h('p', { class: 'error', role: 'alert', text: r.failedError }) : null,
     r.actions ? null : h('p', { class: 'muted', text: 'This broker runs no toolkit operations from the console: use busbar schedule pause|resume|trigger NAME and busbar job resubmit QUEUE JOB.' }));
 }
 

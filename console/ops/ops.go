@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/console"
@@ -107,9 +108,15 @@ func (k Toolkit) FailedJobs(ctx context.Context) ([]console.FailedJob, error) {
 	return out, nil
 }
 
+// connectTimeout bounds connecting to a PipelineDB, so that a database
+// out of reach fails the console's request rather than holding it.
+const connectTimeout = 10 * time.Second
+
 // with runs f on the store over a connection of its own.
 func (d PipelineDB) with(ctx context.Context, f func(*pipelinepg.Store) error) error {
-	conn, err := pgx.Connect(ctx, d.DSN)
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	conn, err := pgx.Connect(cctx, d.DSN)
+	cancel()
 	if err != nil {
 		return err
 	}

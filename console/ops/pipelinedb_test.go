@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/config"
 	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/internal/pgtest"
@@ -170,5 +171,36 @@ func TestParsePipelineDBs(t *testing.T) {
 		if _, err := ops.ParsePipelineDBs(in); err == nil || err.Error() != msg {
 			t.Errorf("%q: err %v, want %q", in, err, msg)
 		}
+	}
+}
+
+// TestPipelineDBUnreachable: a failed-job database out of reach leaves the
+// rest of the toolkit view standing and says so, without its address.
+func TestPipelineDBUnreachable(t *testing.T) {
+	ctx := context.Background()
+	srv, err := server.Start(ctx, server.Options{DataDir: t.TempDir(), AMQPAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
+		ConsoleToolkit: ops.Toolkit{PipelineDBs: []ops.PipelineDB{{Queue: "imports", DSN: "postgres://busbar:secret@127.0.0.1:1/app?connect_timeout=5"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(ctx) }()
+	if err := srv.Broker().CreateQueue(ctx, "imports-failed", broker.QueueProperties{RequiresSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	store := pipeline.NewBrokerStore(busbartest.NewClient(t, srv.ConnectionString()), "imports-failed")
+	defer func() { _ = store.Close(ctx) }()
+	if err := store.Add(ctx, pipeline.FailedTask{Job: "batch-2", Count: 1, Last: true, Type: "load", Body: []byte("{}"),
+		Reason: pipeline.ReasonFailed, Error: "disk full", Attempts: 2, FailedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := srv.RootKey()
+	var view struct {
+		Failed      []failedView
+		FailedError string
+	}
+	if st := signIn(t, srv, server.RootKeyName, key)("toolkit", nil, &view); st != http.StatusOK ||
+		len(view.Failed) != 1 || view.Failed[0].Job != "batch-2" || view.Failed[0].Queue != "imports" ||
+		!strings.Contains(view.FailedError, "could not be read") || strings.Contains(view.FailedError, "127.0.0.1") {
+		t.Fatalf("toolkit with a database out of reach: %d %+v", st, view)
 	}
 }

@@ -109,7 +109,7 @@ func (k Toolkit) FailedJobs(ctx context.Context) ([]console.FailedJob, error) {
 }
 
 // connectTimeout bounds connecting to a PipelineDB, so that a database
-// out of reach fails the console's request rather than holding it.
+// out of reach fails quickly rather than holding the console's request.
 const connectTimeout = 10 * time.Second
 
 // with runs f on the store over a connection of its own.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/busbar-io/busbar/sas"
@@ -24,7 +25,8 @@ import (
 // The console recognises them by those fields and lists them. A pipeline's
 // failed jobs, kept by its BrokerStore, are the sessions of a
 // session-enabled queue whose messages carry PipelineReason: one session per
-// job, one message per task set aside.
+// job, one message per task set aside. The failed jobs of pipelines that
+// keep them outside the broker (in PostgreSQL) come from Toolkit.FailedJobs.
 
 // Toolkit runs the toolkit packages' own operations for the console, as
 // the signed-in key: connStr is a connection string to the broker's AMQP
@@ -35,8 +37,27 @@ type Toolkit interface {
 	// Schedule pauses, resumes or triggers schedule name of control queue.
 	Schedule(ctx context.Context, connStr, queue, name, op string) error
 	// ResubmitJob resubmits failed job of pipeline queue from its failed
-	// task, and returns the new job's id.
-	ResubmitJob(ctx context.Context, connStr, queue, job string) (string, error)
+	// task, and returns the new job's id. store is "" for the broker store
+	// (QUEUE-failed), or the Store of a job FailedJobs listed.
+	ResubmitJob(ctx context.Context, connStr, queue, store, job string) (string, error)
+	// FailedJobs lists the failed jobs of the pipelines whose failed-job
+	// store is outside the broker; the console shows each to the keys with
+	// Listen on its Queue.
+	FailedJobs(ctx context.Context) ([]FailedJob, error)
+}
+
+// FailedJob is a failed pipeline job kept outside the broker, by the task
+// that failed it.
+type FailedJob struct {
+	Queue    string // the pipeline's work queue
+	Store    string // the store, as ResubmitJob takes it: "postgres:TABLE"
+	Job      string
+	Index    int // the failed task's index in its job
+	Type     string
+	Reason   string
+	Error    string
+	Attempts int
+	FailedAt time.Time
 }
 
 // pipelineSuffix ends the name of a pipeline's broker failed-job store
@@ -50,6 +71,7 @@ func (c *Console) toolkitAction(w http.ResponseWriter, r *http.Request, p *princ
 		Op    string `json:"op"`    // pause, resume, trigger, resubmit
 		Queue string `json:"queue"` // the schedules' control queue, or the pipeline's queue
 		Name  string `json:"name"`  // the schedule, or the failed job
+		Store string `json:"store"` // resubmit: the failed job's store ("": the broker's)
 	}
 	if err := readJSON(r, &in); err != nil {
 		return err
@@ -70,8 +92,11 @@ func (c *Console) toolkitAction(w http.ResponseWriter, r *http.Request, p *princ
 	case "pause", "resume", "trigger":
 		err = c.o.Toolkit.Schedule(r.Context(), cs, in.Queue, in.Name, in.Op)
 	case "resubmit":
-		if err = c.need(p, in.Queue+pipelineSuffix, sas.Manage); err == nil {
-			out["job"], err = c.o.Toolkit.ResubmitJob(r.Context(), cs, in.Queue, in.Name)
+		if in.Store == "" { // the broker store is a queue of its own
+			err = c.need(p, in.Queue+pipelineSuffix, sas.Manage)
+		}
+		if err == nil {
+			out["job"], err = c.o.Toolkit.ResubmitJob(r.Context(), cs, in.Queue, in.Store, in.Name)
 		}
 	default:
 		return badRequest("op %q is not pause, resume, trigger or resubmit", in.Op)
@@ -114,9 +139,12 @@ type scheduleView struct {
 	Missed     int64          `json:"missed"`
 }
 
-// failedTask is a task a pipeline set aside, as its BrokerStore keeps it.
+// failedTask is a task a pipeline set aside, as its BrokerStore keeps it,
+// or the task that failed a job kept outside the broker.
 type failedTask struct {
-	Entity   string `json:"entity"`
+	Entity   string `json:"entity"` // the broker store's queue; "" outside the broker
+	Queue    string `json:"queue"`  // the pipeline's work queue, when known
+	Store    string `json:"store"`  // "" for the broker store, else FailedJob.Store
 	Job      string `json:"job"`
 	Sequence int64  `json:"sequenceNumber"`
 	Type     string `json:"type"`
@@ -145,6 +173,9 @@ func (c *Console) failedTasks(ctx context.Context, path string) ([]failedTask, e
 		}
 		ft := failedTask{Entity: path, Job: m.SessionID, Sequence: m.SequenceNumber, Type: m.Subject, Reason: reason,
 			Index: m.Properties["PipelineTaskIndex"], Attempts: m.Properties["PipelineAttempts"]}
+		if q, ok := strings.CutSuffix(path, pipelineSuffix); ok {
+			ft.Queue = q // the store's default name: its pipeline is known
+		}
 		ft.Error, _ = m.Properties["PipelineError"].(string)
 		if ms, ok := m.Properties["PipelineFailedAt"].(int64); ok {
 			ft.FailedAt = time.UnixMilli(ms).UTC().Format(time.RFC3339)
@@ -213,7 +244,9 @@ func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) 
 		Schedules []scheduleView `json:"schedules"`
 		Jobs      []jobView      `json:"jobs"`
 		Failed    []failedTask   `json:"failed"`
-	}{c.o.Toolkit != nil, []sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}}
+		// FailedError says why failed jobs kept outside the broker are missing.
+		FailedError string `json:"failedError,omitempty"`
+	}{c.o.Toolkit != nil, []sagaView{}, []scheduleView{}, []jobView{}, []failedTask{}, ""}
 	scan := func(path string) error {
 		if c.need(p, path, sas.Listen) != nil {
 			return nil
@@ -241,6 +274,19 @@ func (c *Console) toolkit(w http.ResponseWriter, r *http.Request, p *principal) 
 	}
 	if err := c.sessionEntities(ctx, scan); err != nil {
 		return err
+	}
+	if c.o.Toolkit != nil {
+		jobs, err := c.o.Toolkit.FailedJobs(ctx)
+		if err != nil { // the broker's part of the view stands; the log has the database's error
+			out.FailedError = "the failed jobs kept outside the broker could not be read (the broker's log says why)"
+			c.log.Warn("console: reading failed pipeline jobs", "err", err)
+		}
+		for _, j := range jobs {
+			if c.need(p, j.Queue, sas.Listen) == nil {
+				out.Failed = append(out.Failed, failedTask{Queue: j.Queue, Store: j.Store, Job: j.Job, Type: j.Type, Index: j.Index,
+					Reason: j.Reason, Error: j.Error, Attempts: j.Attempts, FailedAt: j.FailedAt.UTC().Format(time.RFC3339)})
+			}
+		}
 	}
 	return writeJSON(w, out)
 }

@@ -44,6 +44,7 @@ type serveFlags struct {
 	nodeID                                                    string
 	leaseTime                                                 time.Duration
 	tlsCert, tlsKey                                           string
+	consolePipelineDB                                         string
 	selfSigned, pprof, httpTLS, console                       bool
 	maxMessageKB                                              int64
 	pageWindow                                                int
@@ -82,6 +83,8 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 		"generate (once, in the data directory) a self-signed certificate for localhost, for development [BUSBAR_TLS_SELF_SIGNED]")
 	fs.BoolVar(&f.httpTLS, "http-tls", envBool("BUSBAR_HTTP_TLS"), "serve the HTTP listener over TLS [BUSBAR_HTTP_TLS]")
 	fs.BoolVar(&f.console, "console", envBoolOr("BUSBAR_CONSOLE", true), "serve the web console under /ui/ on the HTTP listener [BUSBAR_CONSOLE]")
+	str(&f.consolePipelineDB, "console-pipeline-db", "BUSBAR_CONSOLE_PIPELINE_DB", "",
+		"pipelines whose failed jobs are in PostgreSQL (package pipelinepg), for the console to list and resubmit: postgres://…?busbar_queue=QUEUE[&busbar_table=TABLE], several separated by spaces")
 	fs.BoolVar(&f.pprof, "pprof", envBool("BUSBAR_PPROF"), "serve /debug/pprof/ on the HTTP listener [BUSBAR_PPROF]")
 	fs.Int64Var(&f.maxMessageKB, "max-message-size-kb", envInt("BUSBAR_MAX_MESSAGE_SIZE_KB", 0),
 		"namespace ceiling on message size in KiB (default 1024, at most 102400) [BUSBAR_MAX_MESSAGE_SIZE_KB]")
@@ -154,7 +157,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // options merges flags (already defaulted from the environment) over the
 // config file's Busbar section.
 func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
-	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, ConsoleToolkit: ops.Toolkit{}, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow, MinFreeBytes: f.minFreeMB << 20}
+	opts := server.Options{Logger: log, EnablePprof: f.pprof, DisableConsole: !f.console, HTTPTLS: f.httpTLS, MaxMessageSizeInKilobytes: f.maxMessageKB, PageWindow: f.pageWindow, MinFreeBytes: f.minFreeMB << 20}
 	switch strings.ToLower(f.sku) {
 	case "premium", "":
 	case "standard":
@@ -169,6 +172,11 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	default:
 		return opts, fmt.Errorf("--sku %q: want Standard or Premium", f.sku)
 	}
+	dbs, err := ops.ParsePipelineDBs(f.consolePipelineDB)
+	if err != nil {
+		return opts, fmt.Errorf("--console-pipeline-db: %w", err)
+	}
+	opts.ConsoleToolkit = ops.Toolkit{PipelineDBs: dbs}
 	var bb config.Busbar
 	if f.configPath != "" {
 		cfg, err := config.Load(f.configPath)

@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -126,5 +128,31 @@ func TestServeUsageErrors(t *testing.T) {
 	stderr.Reset()
 	if code := run([]string{"serve", "--config", "/nonexistent/busbar.json"}, &stdout, &stderr); code != exitError || !strings.Contains(stderr.String(), "no such file") {
 		t.Fatalf("missing config: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// TestServeConsolePipelineDB: BUSBAR_CONSOLE_PIPELINE_DB hands the
+// console's toolkit the pipelines whose failed jobs are in PostgreSQL; a
+// URL without the pipeline's queue is refused before serving.
+func TestServeConsolePipelineDB(t *testing.T) {
+	t.Setenv("BUSBAR_CONSOLE_PIPELINE_DB", "postgres://db/app?busbar_queue=imports&busbar_table=failures")
+	var f serveFlags
+	if err := newServeFlagSet(&f, os.Stderr).Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := f.options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ops.Toolkit{PipelineDBs: []ops.PipelineDB{{Queue: "imports", DSN: "postgres://db/app", Table: "failures"}}}
+	if tk, ok := opts.ConsoleToolkit.(ops.Toolkit); !ok || !reflect.DeepEqual(tk, want) {
+		t.Fatalf("console toolkit %#v", opts.ConsoleToolkit)
+	}
+	var g serveFlags
+	if err := newServeFlagSet(&g, os.Stderr).Parse([]string{"--console-pipeline-db", "postgres://db/app"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.options(nil); err == nil || !strings.Contains(err.Error(), "--console-pipeline-db: postgres://db/app: name the pipeline's work queue") {
+		t.Fatalf("a URL without busbar_queue: %v", err)
 	}
 }

@@ -750,8 +750,8 @@ async function toolkitPage() {
   const r = await guarded(() => api('GET', 'toolkit'));
   if (!r) return;
   const acts = r.actions && can('Manage');
-  const run = async (op, queue, name, done) => {
-    const res = await guarded(() => api('POST', 'toolkit', { op, queue, name }));
+  const run = async (op, queue, name, done, store = '') => {
+    const res = await guarded(() => api('POST', 'toolkit', { op, queue, name, store }));
     if (res) { say(done(res)); toolkitPage(); }
   };
   const table = (cols, rows, empty) => rows.length ? h('div', { class: 'table-wrap' }, h('table', {},
@@ -766,10 +766,10 @@ async function toolkitPage() {
     btn('Trigger', `Trigger schedule ${x.session}`, () => run('trigger', x.entity, x.session, () => `Triggered ${x.session}`))];
   const firstOfJob = new Set();
   const failedActions = (x) => {
-    const k = x.entity + '\n' + x.job;
-    if (!acts || firstOfJob.has(k) || !x.entity.endsWith('-failed')) return '';
+    const k = x.queue + '\n' + x.store + '\n' + x.job;
+    if (!acts || !x.queue || firstOfJob.has(k)) return '';
     firstOfJob.add(k);
-    return btn('Resubmit job', `Resubmit job ${x.job}`, () => run('resubmit', x.entity.slice(0, -'-failed'.length), x.job, (res) => `Resubmitted ${x.job} as ${res.job}`));
+    return btn('Resubmit job', `Resubmit job ${x.job}`, () => run('resubmit', x.queue, x.job, (res) => `Resubmitted ${x.job} as ${res.job}`, x.store));
   };
   put($main, h('h1', { text: 'Toolkit' }),
     h('p', { class: 'muted', text: 'What the saga, schedule and pipeline packages keep in this namespace. Open a session to view or edit its state.' }),
@@ -785,8 +785,10 @@ async function toolkitPage() {
     table([['Job', (x) => sess(x.entity, x.job)], ['Progress', (x) => `${x.lastTask + 1} of ${x.count}`], ['Failed', (x) => x.failed ? `task ${x.failedTask}` : ''],
       ['Error', (x) => x.error], ['Started', (x) => t(x.started)], ['Updated', (x) => t(x.updated)]], r.jobs, 'No jobs in progress.'),
     h('h2', { text: `Failed pipeline tasks (${r.failed.length})` }),
-    table([['Job', (x) => sess(x.entity, x.job)], ['Task', (x) => `${x.index} ${x.type || ''}`], ['Reason', (x) => x.reason], ['Error', (x) => x.error],
-      ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)], ['', failedActions]], r.failed, 'No failed tasks in a broker failed-job store.'),
+    table([['Job', (x) => x.entity ? sess(x.entity, x.job) : `${x.queue} › ${x.job}`], ['Store', (x) => x.store || 'broker'],
+      ['Task', (x) => `${x.index} ${x.type || ''}`], ['Reason', (x) => x.reason], ['Error', (x) => x.error],
+      ['Attempts', (x) => x.attempts], ['Failed at', (x) => t(x.failedAt)], ['', failedActions]], r.failed, 'No failed pipeline tasks.'),
+    r.failedError ? h('p', { class: 'error', role: 'alert', text: r.failedError }) : null,
     r.actions ? null : h('p', { class: 'muted', text: 'This broker runs no toolkit operations from the console: use busbar schedule pause|resume|trigger NAME and busbar job resubmit QUEUE JOB.' }));
 }
 

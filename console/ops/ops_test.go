@@ -54,51 +54,31 @@ func TestToolkit(t *testing.T) {
 		}
 	}
 
-	jar, _ := cookiejar.New(nil)
-	hc := &http.Client{Jar: jar}
-	base := "http://" + srv.HTTPAddr().String() + "/ui/api/"
 	key, _ := srv.RootKey()
-	post := func(path, csrf string, in any, out any) int {
-		t.Helper()
-		body, _ := json.Marshal(in)
-		req, _ := http.NewRequest("POST", base+path, bytes.NewReader(body))
-		req.Header.Set("X-Busbar-Csrf", csrf)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		_ = json.NewDecoder(resp.Body).Decode(out)
-		return resp.StatusCode
-	}
-	var who struct{ CSRF string }
-	if st := post("signin", "", map[string]string{"keyName": server.RootKeyName, "key": key}, &who); st != http.StatusOK {
-		t.Fatalf("sign-in: %d", st)
-	}
+	post := signIn(t, srv, server.RootKeyName, key)
 	var res map[string]string
-	if st := post("toolkit", who.CSRF, map[string]string{"op": "pause", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
+	if st := post("toolkit", map[string]string{"op": "pause", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
 		t.Fatalf("pause: %d %v", st, res)
 	}
 	if info, err := sch.Get(ctx, "nightly"); err != nil || !info.Paused {
 		t.Fatalf("after pause: %+v %v", info, err)
 	}
-	if st := post("toolkit", who.CSRF, map[string]string{"op": "trigger", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
+	if st := post("toolkit", map[string]string{"op": "trigger", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
 		t.Fatalf("trigger: %d %v", st, res)
 	}
 	if q, err := b.GetQueue(ctx, "reports"); err != nil || q.Runtime.ActiveMessageCount != 1 {
 		t.Fatalf("reports after a trigger: %+v %v", q, err)
 	}
-	if st := post("toolkit", who.CSRF, map[string]string{"op": "resume", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
+	if st := post("toolkit", map[string]string{"op": "resume", "queue": "schedules", "name": "nightly"}, &res); st != http.StatusOK {
 		t.Fatalf("resume: %d %v", st, res)
 	}
 	if info, err := sch.Get(ctx, "nightly"); err != nil || info.Paused || info.Next.IsZero() {
 		t.Fatalf("after resume: %+v %v", info, err)
 	}
-	if st := post("toolkit", who.CSRF, map[string]string{"op": "pause", "queue": "schedules", "name": "nope"}, &res); st != http.StatusBadGateway || res["error"] == "" {
+	if st := post("toolkit", map[string]string{"op": "pause", "queue": "schedules", "name": "nope"}, &res); st != http.StatusBadGateway || res["error"] == "" {
 		t.Fatalf("pausing a schedule that does not exist: %d %v", st, res)
 	}
-	if st := post("toolkit", who.CSRF, map[string]string{"op": "resubmit", "queue": "purchases", "name": "order-7"}, &res); st != http.StatusOK || res["job"] == "" {
+	if st := post("toolkit", map[string]string{"op": "resubmit", "queue": "purchases", "name": "order-7"}, &res); st != http.StatusOK || res["job"] == "" {
 		t.Fatalf("resubmit: %d %v", st, res)
 	}
 	if jobs, err := store.Jobs(ctx); err != nil || len(jobs) != 0 {
@@ -107,4 +87,40 @@ func TestToolkit(t *testing.T) {
 	if q, err := b.GetQueue(ctx, "purchases"); err != nil || q.Runtime.ActiveMessageCount != 2 {
 		t.Fatalf("purchases after the resubmit: %+v %v", q.Runtime, err)
 	}
+}
+
+// signIn signs keyName in to srv's console and returns a function calling
+// its API: POST when in is not nil, GET otherwise; it decodes the answer
+// into out and returns the status.
+func signIn(t *testing.T, srv *server.Server, keyName, key string) func(path string, in, out any) int {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar}
+	base := "http://" + srv.HTTPAddr().String() + "/ui/api/"
+	var csrf string
+	call := func(path string, in, out any) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if in != nil {
+			body, _ := json.Marshal(in)
+			req, _ = http.NewRequest("POST", base+path, bytes.NewReader(body))
+			req.Header.Set("X-Busbar-Csrf", csrf)
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		return resp.StatusCode
+	}
+	var who struct{ CSRF string }
+	if st := call("signin", map[string]string{"keyName": keyName, "key": key}, &who); st != http.StatusOK {
+		t.Fatalf("sign-in of %s: %d", keyName, st)
+	}
+	csrf = who.CSRF
+	return call
 }

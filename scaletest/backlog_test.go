@@ -154,18 +154,27 @@ func sendAll(t *testing.T, b *broker.Broker, n int, msg func(i int) (string, *br
 				if first >= n {
 					return
 				}
+				// A batch that spans two entities is sent as one send
+				// per entity.
 				msgs := make([]*broker.Message, 0, batch)
 				var q string
-				for i := first; i < min(first+batch, n); i++ {
-					name, m := msg(i)
-					if q == "" {
-						q = name
+				for i := first; i <= min(first+batch, n); i++ {
+					var name string
+					var m *broker.Message
+					if i < min(first+batch, n) {
+						name, m = msg(i)
 					}
-					msgs = append(msgs, m)
-				}
-				if err := b.Send(ctx, q, msgs); err != nil {
-					errs <- err
-					return
+					if len(msgs) > 0 && name != q {
+						if err := b.Send(ctx, q, msgs); err != nil {
+							errs <- err
+							return
+						}
+						msgs = make([]*broker.Message, 0, batch)
+					}
+					if m != nil {
+						q = name
+						msgs = append(msgs, m)
+					}
 				}
 			}
 		}()

@@ -419,3 +419,10 @@ func ReadTops(ctx context.Context, st store.Store) (map[string]uint64, error) {
 
 // FoldName is how entity names compare (case-insensitively).
 func FoldName(name string) string { return fold(name) }
+
+// Dormant reports whether the queue or topic named name is known but
+// served by another node of the cluster (not loaded here).
+func (b *Broker) Dormant(name string) bool {
+	e, err := b.lookupEntity(name)
+	return err == nil && e.dormant.Load()
+}

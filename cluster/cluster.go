@@ -57,8 +57,9 @@ type Options struct {
 	// NodeID names the node; default a random id. Two running nodes must
 	// not share one.
 	NodeID string
-	// Address is what the node advertises to others (its AMQP address);
-	// informational.
+	// Address is what the node advertises to others with its heartbeat:
+	// the host:port of its AMQP listener, which the other nodes dial to
+	// forward links for the entities it serves.
 	Address string
 	// LeaseTime is how long a node whose heartbeat stopped keeps its
 	// entities before others take them over (default DefaultLeaseTime).

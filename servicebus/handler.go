@@ -32,6 +32,10 @@ type Options struct {
 	// LinkCredit is the credit granted to each client sender link, which
 	// bounds its messages in flight to the store; default 100.
 	LinkCredit uint32
+	// Forwarding, when not nil, relays links for queues and topics this
+	// node does not serve (a dormant entity of a cluster) to the node that
+	// does (see forward.go); nil refuses them with amqp:connection:forced.
+	Forwarding *Forwarding
 }
 
 // Metrics receives connection and link events. Methods are called
@@ -59,6 +63,7 @@ type Handler struct {
 	log     *slog.Logger
 	metrics Metrics
 	credit  uint32
+	peers   *peers // nil without Options.Forwarding
 
 	conns sync.Map // *amqp.Conn -> *conn
 }
@@ -82,6 +87,12 @@ func NewHandler(o Options) (*Handler, error) {
 	}
 	if h.credit == 0 {
 		h.credit = 100
+	}
+	if f := o.Forwarding; f != nil {
+		if f.Owner == nil {
+			return nil, errors.New("servicebus: Forwarding.Owner is nil")
+		}
+		h.peers = &peers{f: *f, conns: map[string]*peerConn{}}
 	}
 	return h, nil
 }
@@ -166,6 +177,13 @@ func (h *Handler) Begin(*amqp.Session) error { return nil }
 // End ignores the end of a session: its links were detached first.
 func (h *Handler) End(*amqp.Session, error) {}
 
+// Stop closes the connections to peer nodes that forwarding opened.
+func (h *Handler) Stop() {
+	if h.peers != nil {
+		h.peers.close()
+	}
+}
+
 // Close forgets the connection.
 func (h *Handler) Close(ac *amqp.Conn, _ error) {
 	h.conns.Delete(ac)
@@ -183,6 +201,16 @@ func (h *Handler) AttachSender(s *amqp.Sender) (amqp.SenderHandler, error) {
 	addr, err := ParseAddress(src.Address)
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
+	}
+	if addr.Node != NodeCBS {
+		if owner, err := h.forwardTo(addr.Entity); err != nil {
+			return nil, err
+		} else if owner != "" {
+			if addr.Node == NodeManagement {
+				return c.forwardReceiver(s, owner, addr.Path()+"/$management", true)
+			}
+			return c.forwardReceiver(s, owner, addr.Path(), false)
+		}
 	}
 	switch addr.Node {
 	case NodeCBS, NodeManagement:
@@ -202,6 +230,19 @@ func (h *Handler) AttachReceiver(r *amqp.Receiver) (amqp.ReceiverHandler, error)
 	addr, err := ParseAddress(tgt.Address)
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
+	}
+	if addr.Node != NodeCBS {
+		if owner, err := h.forwardTo(addr.Entity); err != nil {
+			return nil, err
+		} else if owner != "" {
+			if addr.Node == NodeManagement {
+				return c.forwardManagement(r, owner, addr)
+			}
+			if addr.SubQueue != SubQueueNone {
+				return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to the dead-letter sub-queue %q", addr.Path())
+			}
+			return c.forwardSender(r, owner, addr.Entity, sas.Send, nil)
+		}
 	}
 	switch addr.Node {
 	case NodeCBS:

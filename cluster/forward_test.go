@@ -1,0 +1,256 @@
+package cluster_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/busbartest"
+	"github.com/busbar-io/busbar/internal/poll"
+)
+
+// TestAnyNodeServesAnyClient connects the official SDK to the node that
+// does NOT serve a queue and uses it through link forwarding: sends, a
+// peek-lock receiver completing, abandoning and dead-lettering, the
+// dead-letter sub-queue, management operations (peek, renew lock,
+// schedule and cancel) and sessions with state.
+func TestAnyNodeServesAnyClient(t *testing.T) {
+	url := clusterURL(t)
+	n1 := startNode(t, url, "n1")
+	n2 := startNode(t, url, "n2")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := n1.b().CreateQueue(ctx, "fq", broker.QueueProperties{LockDuration: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.b().CreateQueue(ctx, "fs", broker.QueueProperties{RequiresSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.b().CreateQueue(ctx, "fl", broker.QueueProperties{LockDuration: broker.MinLockDuration}); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, 3, n1, n2)
+	// One client on a node that serves neither queue (or each client on
+	// the other node of its queue's owner).
+	far := func(queue string) *azservicebus.Client {
+		o := ownerOf(t, queue, n1, n2)
+		other := n1
+		if o == n1 {
+			other = n2
+		}
+		if !other.b().Dormant(queue) {
+			t.Fatalf("%s: node %s serves it too", queue, other.id)
+		}
+		return busbartest.NewClient(t, other.srv.ConnectionString())
+	}
+
+	t.Run("queue", func(t *testing.T) {
+		c := far("fq")
+		snd, err := c.NewSender("fq", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(ctx)
+		for i := range 4 {
+			if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint("m", i)), ApplicationProperties: map[string]any{"i": int64(i)}}, nil); err != nil {
+				t.Fatalf("send %d through forwarding: %v", i, err)
+			}
+		}
+		// Scheduled: one cancelled, one fires.
+		seqs, err := snd.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("cancelled")}, {Body: []byte("scheduled")}}, time.Now().Add(time.Second), nil)
+		if err != nil || len(seqs) != 2 {
+			t.Fatalf("schedule: %v %v", seqs, err)
+		}
+		if err := snd.CancelScheduledMessages(ctx, seqs[:1], nil); err != nil {
+			t.Fatalf("cancel scheduled: %v", err)
+		}
+
+		rcv, err := c.NewReceiverForQueue("fq", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rcv.Close(ctx)
+		peeked, err := rcv.PeekMessages(ctx, 10, nil)
+		if err != nil {
+			t.Fatalf("peek: %v", err)
+		}
+		if got := bodies(peeked); !slices.Equal(got, []string{"m0", "m1", "m2", "m3", "scheduled"}) {
+			t.Fatalf("peeked %v", got)
+		}
+		got := receiveN(ctx, t, rcv, 4)
+		if b := bodies(got); !slices.Equal(b, []string{"m0", "m1", "m2", "m3"}) {
+			t.Fatalf("received %v", b)
+		}
+		if got[0].ApplicationProperties["i"] != int64(0) || got[0].LockToken == [16]byte{} {
+			t.Fatalf("message 0: properties %v lock token %x", got[0].ApplicationProperties, got[0].LockToken)
+		}
+		before := *got[1].LockedUntil
+		if err := rcv.RenewMessageLock(ctx, got[1], nil); err != nil {
+			t.Fatalf("renew lock: %v", err)
+		}
+		if got[1].LockedUntil.Before(before) || time.Until(*got[1].LockedUntil) < 20*time.Second {
+			t.Fatalf("renewed lock until %v, was %v", got[1].LockedUntil, before)
+		}
+		if err := rcv.CompleteMessage(ctx, got[0], nil); err != nil {
+			t.Fatalf("complete: %v", err)
+		}
+		if err := rcv.AbandonMessage(ctx, got[1], nil); err != nil {
+			t.Fatalf("abandon: %v", err)
+		}
+		if err := rcv.DeadLetterMessage(ctx, got[2], &azservicebus.DeadLetterOptions{Reason: to("bad")}); err != nil {
+			t.Fatalf("dead-letter: %v", err)
+		}
+		if err := rcv.CompleteMessage(ctx, got[3], nil); err != nil {
+			t.Fatal(err)
+		}
+		again := receiveN(ctx, t, rcv, 2)
+		slices.SortFunc(again, func(a, b *azservicebus.ReceivedMessage) int { return int(*a.SequenceNumber - *b.SequenceNumber) })
+		if b := bodies(again); !slices.Equal(b, []string{"m1", "scheduled"}) || again[0].DeliveryCount != 2 || again[1].DeliveryCount != 1 {
+			t.Fatalf("after abandon and schedule: %v, delivery counts %d %d", b, again[0].DeliveryCount, again[1].DeliveryCount)
+		}
+		for _, m := range again {
+			if err := rcv.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dlq, err := c.NewReceiverForQueue("fq", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dlq.Close(ctx)
+		dl := receiveN(ctx, t, dlq, 1)
+		if string(dl[0].Body) != "m2" || dl[0].DeadLetterReason == nil || *dl[0].DeadLetterReason != "bad" {
+			t.Fatalf("dead letter: %q reason %v", dl[0].Body, dl[0].DeadLetterReason)
+		}
+		if left, err := rcv.PeekMessages(ctx, 10, nil); err != nil || len(left) != 0 {
+			t.Fatalf("queue not empty: %d messages, %v", len(left), err)
+		}
+	})
+
+	// The broker's verdict on a settlement comes back through the relay:
+	// completing a message whose lock expired fails with lock-lost.
+	t.Run("verdict", func(t *testing.T) {
+		c := far("fl")
+		snd, err := c.NewSender("fl", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(ctx)
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rcv, err := c.NewReceiverForQueue("fl", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rcv.Close(ctx)
+		m := receiveN(ctx, t, rcv, 1)[0]
+		poll.Until(t, 20*time.Second, "the lock to expire", func() bool {
+			ms, err := rcv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: m.SequenceNumber})
+			return err == nil && len(ms) == 1 && time.Now().After(*m.LockedUntil) && ms[0].State == azservicebus.MessageStateActive
+		})
+		var sbErr *azservicebus.Error
+		if err := rcv.CompleteMessage(ctx, m, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
+			t.Fatalf("completing after the lock expired: %v, want the broker's lock-lost verdict", err)
+		}
+	})
+
+	t.Run("sessions", func(t *testing.T) {
+		c := far("fs")
+		snd, err := c.NewSender("fs", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(ctx)
+		for i := range 3 {
+			if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint("s", i)), SessionID: to("a")}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sr, err := c.AcceptNextSessionForQueue(ctx, "fs", nil)
+		if err != nil {
+			t.Fatalf("accept next session through forwarding: %v", err)
+		}
+		if sr.SessionID() != "a" {
+			t.Fatalf("accepted session %q", sr.SessionID())
+		}
+		if sr.LockedUntil().Before(time.Now()) {
+			t.Fatalf("session locked until %v", sr.LockedUntil())
+		}
+		if err := sr.SetSessionState(ctx, []byte("state-1"), nil); err != nil {
+			t.Fatalf("set session state: %v", err)
+		}
+		peeked, err := sr.PeekMessages(ctx, 5, nil)
+		if err != nil || len(peeked) != 3 {
+			t.Fatalf("session peek: %d, %v", len(peeked), err)
+		}
+		got := receiveN(ctx, t, sr, 3)
+		if b := bodies(got); !slices.Equal(b, []string{"s0", "s1", "s2"}) {
+			t.Fatalf("session order %v", b)
+		}
+		for _, m := range got {
+			if err := sr.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := sr.RenewSessionLock(ctx, nil); err != nil {
+			t.Fatalf("renew session lock: %v", err)
+		}
+		if err := sr.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		sr, err = c.AcceptSessionForQueue(ctx, "fs", "a", nil)
+		if err != nil {
+			t.Fatalf("accept session a: %v", err)
+		}
+		defer sr.Close(ctx)
+		st, err := sr.GetSessionState(ctx, nil)
+		if err != nil || string(st) != "state-1" {
+			t.Fatalf("session state %q, %v", st, err)
+		}
+	})
+}
+
+// receiveN receives exactly n messages (or fails the test).
+func receiveN(ctx context.Context, t *testing.T, r interface {
+	ReceiveMessages(context.Context, int, *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}, n int) []*azservicebus.ReceivedMessage {
+	t.Helper()
+	var got []*azservicebus.ReceivedMessage
+	poll.UntilNil(t, 30*time.Second, fmt.Sprintf("%d messages", n), func() error {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		ms, err := r.ReceiveMessages(rctx, n-len(got), nil)
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("receive: %v", err)
+		}
+		got = append(got, ms...)
+		if len(got) < n {
+			return fmt.Errorf("%d of %d", len(got), n)
+		}
+		return nil
+	})
+	if len(got) != n {
+		t.Fatalf("received %d messages, want %d", len(got), n)
+	}
+	return got
+}
+
+func bodies(ms any) []string {
+	var out []string
+	switch x := ms.(type) {
+	case []*azservicebus.ReceivedMessage:
+		for _, m := range x {
+			out = append(out, string(m.Body))
+		}
+	}
+	return out
+}
+
+func to[T any](v T) *T { return &v }

@@ -13,6 +13,7 @@ import (
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/server"
 )
 
 // TestAnyNodeServesAnyClient connects the official SDK to the node that
@@ -26,7 +27,8 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 	n2 := startNode(t, url, "n2")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := n1.b().CreateQueue(ctx, "fq", broker.QueueProperties{LockDuration: 30 * time.Second}); err != nil {
+	sendOnly := broker.AuthorizationRule{KeyName: "sendonly", PrimaryKey: "c2VuZC1vbmx5LWtleS1mb3ItdGhlLWZvcndhcmQtdGVzdA==", Rights: []string{"Send"}}
+	if err := n1.b().CreateQueue(ctx, "fq", broker.QueueProperties{LockDuration: 30 * time.Second, AuthorizationRules: []broker.AuthorizationRule{sendOnly}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := n1.b().CreateQueue(ctx, "fs", broker.QueueProperties{RequiresSession: true}); err != nil {
@@ -49,6 +51,49 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 		}
 		return busbartest.NewClient(t, other.srv.ConnectionString())
 	}
+
+	// The client's claims are checked on the node it is connected to: the
+	// owner sees only the node's root key.
+	t.Run("claims", func(t *testing.T) {
+		o := ownerOf(t, "fq", n1, n2)
+		other := n1
+		if o == n1 {
+			other = n2
+		}
+		c := busbartest.NewClient(t, server.ConnectionString(other.srv.AMQPAddr().String(), sendOnly.KeyName, sendOnly.PrimaryKey))
+		snd, err := c.NewSender("fq", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(ctx)
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("by-send-only")}, nil); err != nil {
+			t.Fatalf("send with a Send claim: %v", err)
+		}
+		rcv, err := c.NewReceiverForQueue("fq", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rcv.Close(ctx)
+		var sbErr *azservicebus.Error
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if ms, err := rcv.ReceiveMessages(rctx, 1, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+			t.Fatalf("receive with only a Send claim: %d messages, %v; want unauthorized", len(ms), err)
+		}
+		if ms, err := rcv.PeekMessages(rctx, 1, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeUnauthorizedAccess {
+			t.Fatalf("peek with only a Send claim: %d messages, %v; want unauthorized", len(ms), err)
+		}
+		// Take the message back out for the next subtest.
+		root := far("fq")
+		r, err := root.NewReceiverForQueue("fq", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close(ctx)
+		if b := bodies(receiveN(ctx, t, r, 1)); b[0] != "by-send-only" {
+			t.Fatalf("received %v", b)
+		}
+	})
 
 	t.Run("queue", func(t *testing.T) {
 		c := far("fq")

@@ -3,7 +3,6 @@ package servicebus
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -119,36 +118,34 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// forwardTo returns the address of the node to forward a link for entity
-// (an Address.Entity) to, or "" when this node serves it (or the entity is
-// unknown: the local path then reports it).
-func (h *Handler) forwardTo(entity string) (string, error) {
+// forwards reports whether a link for entity (an Address.Entity) is to be
+// forwarded: a queue or topic this node knows but does not serve. An
+// unknown entity is left to the local path, which reports it.
+func (h *Handler) forwards(entity string) bool {
 	if h.peers == nil {
-		return "", nil
+		return false
 	}
 	p, err := broker.ParsePath(entity)
-	if err != nil || !h.b.Dormant(p.Entity) {
-		return "", nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	addr, err := h.peers.f.Owner(ctx, p.Entity)
-	if err != nil {
-		return "", amqpError(err)
-	}
-	if addr == "" {
-		return "", amqpError(broker.ErrNotOwned)
-	}
-	return addr, nil
+	return err == nil && h.b.Dormant(p.Entity)
 }
 
-// twinSession opens a session on the peer at addr for one twin link.
-func (c *conn) twinSession(ctx context.Context, addr string) (*goamqp.Session, error) {
+// twinSession opens a session, for one twin link, on the node serving
+// entity.
+func (c *conn) twinSession(ctx context.Context, entity string) (*goamqp.Session, *goamqp.Conn, error) {
+	p, err := broker.ParsePath(entity)
+	if err != nil {
+		return nil, nil, err
+	}
+	addr, err := c.h.peers.f.Owner(ctx, p.Entity)
+	if err != nil {
+		return nil, nil, err
+	}
 	pc, err := c.h.peers.conn(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return pc.NewSession(ctx, nil)
+	sess, err := pc.NewSession(ctx, nil)
+	return sess, pc, err
 }
 
 // fwdSend relays a client's sender (messages, or $management requests) to
@@ -166,10 +163,10 @@ type fwdSend struct {
 	once sync.Once
 }
 
-func (c *conn) forwardSender(r *amqp.Receiver, addr, node string, right sas.Right, check func([]byte) error) (amqp.ReceiverHandler, error) {
+func (c *conn) forwardSender(r *amqp.Receiver, entity, node string, right sas.Right, check func([]byte) error) (amqp.ReceiverHandler, error) {
 	tgt := r.Remote().Target.Address
 	if check == nil {
-		if err := c.authorize(strings.TrimSuffix(tgt, "/$management"), right); err != nil {
+		if err := c.authorize(entity, right); err != nil {
 			return nil, amqpError(err)
 		}
 	}
@@ -179,7 +176,7 @@ func (c *conn) forwardSender(r *amqp.Receiver, addr, node string, right sas.Righ
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.h.attachTimeout())
 		defer cancel()
-		sess, err := c.twinSession(ctx, addr)
+		sess, pc, err := c.twinSession(ctx, entity)
 		if err != nil {
 			_ = r.CompleteAttach(nil, nil, twinError(err))
 			return
@@ -205,9 +202,8 @@ func (c *conn) forwardSender(r *amqp.Receiver, addr, node string, right sas.Righ
 		}, nil)
 		if err == nil {
 			c.h.metrics.LinkAttached(node, false)
+			go l.watch(pc)
 		}
-		pc, _ := c.h.peers.conn(ctx, addr)
-		go l.watch(pc)
 	}()
 	return nil, amqp.ErrDeferAttach
 }
@@ -300,10 +296,10 @@ type fwdRecv struct {
 	once     sync.Once
 }
 
-func (c *conn) forwardReceiver(s *amqp.Sender, addr, node string, isReply bool) (amqp.SenderHandler, error) {
+func (c *conn) forwardReceiver(s *amqp.Sender, entity, node string, isReply bool) (amqp.SenderHandler, error) {
 	remote := s.Remote()
 	if !isReply {
-		if err := c.authorize(strings.TrimSuffix(remote.Source.Address, "/$management"), sas.Listen); err != nil {
+		if err := c.authorize(entity, sas.Listen); err != nil {
 			return nil, amqpError(err)
 		}
 	}
@@ -339,7 +335,7 @@ func (c *conn) forwardReceiver(s *amqp.Sender, addr, node string, isReply bool) 
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		sess, err := c.twinSession(ctx, addr)
+		sess, _, err := c.twinSession(ctx, entity)
 		if err != nil {
 			_ = s.CompleteAttach(nil, nil, twinError(err))
 			return
@@ -585,7 +581,7 @@ func twinError(err error) *frames.Error {
 	if errors.As(err, &fe) {
 		return fe
 	}
-	if errors.Is(err, broker.ErrNotOwned) {
+	if errors.Is(err, broker.ErrNotOwned) || errors.Is(err, broker.ErrNotFound) {
 		return amqpError(err)
 	}
 	return amqp.NewError(amqp.CondDetachForced, "forwarding to the node serving this entity failed: %v", err)
@@ -658,7 +654,7 @@ func fromGoFields(m map[string]any) encoding.Fields {
 
 // forwardManagement relays a client's $management request link; each
 // request is authorized here with the right its operation needs.
-func (c *conn) forwardManagement(r *amqp.Receiver, owner string, addr Address) (amqp.ReceiverHandler, error) {
+func (c *conn) forwardManagement(r *amqp.Receiver, addr Address) (amqp.ReceiverHandler, error) {
 	target := r.Remote().Target.Address
 	check := func(payload []byte) error {
 		req, err := parseRequest(payload, target)
@@ -671,5 +667,5 @@ func (c *conn) forwardManagement(r *amqp.Receiver, owner string, addr Address) (
 		}
 		return c.authorize(addr.Entity, op.right)
 	}
-	return c.forwardSender(r, owner, addr.Path()+"/$management", 0, check)
+	return c.forwardSender(r, addr.Entity, addr.Path()+"/$management", 0, check)
 }

@@ -202,15 +202,11 @@ func (h *Handler) AttachSender(s *amqp.Sender) (amqp.SenderHandler, error) {
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
 	}
-	if addr.Node != NodeCBS {
-		if owner, err := h.forwardTo(addr.Entity); err != nil {
-			return nil, err
-		} else if owner != "" {
-			if addr.Node == NodeManagement {
-				return c.forwardReceiver(s, owner, addr.Path()+"/$management", true)
-			}
-			return c.forwardReceiver(s, owner, addr.Path(), false)
+	if addr.Node != NodeCBS && h.forwards(addr.Entity) {
+		if addr.Node == NodeManagement {
+			return c.forwardReceiver(s, addr.Entity, addr.Path()+"/$management", true)
 		}
+		return c.forwardReceiver(s, addr.Entity, addr.Path(), false)
 	}
 	switch addr.Node {
 	case NodeCBS, NodeManagement:
@@ -231,18 +227,14 @@ func (h *Handler) AttachReceiver(r *amqp.Receiver) (amqp.ReceiverHandler, error)
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
 	}
-	if addr.Node != NodeCBS {
-		if owner, err := h.forwardTo(addr.Entity); err != nil {
-			return nil, err
-		} else if owner != "" {
-			if addr.Node == NodeManagement {
-				return c.forwardManagement(r, owner, addr)
-			}
-			if addr.SubQueue != SubQueueNone {
-				return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to the dead-letter sub-queue %q", addr.Path())
-			}
-			return c.forwardSender(r, owner, addr.Entity, sas.Send, nil)
+	if addr.Node != NodeCBS && h.forwards(addr.Entity) {
+		if addr.Node == NodeManagement {
+			return c.forwardManagement(r, addr)
 		}
+		if addr.SubQueue != SubQueueNone {
+			return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to the dead-letter sub-queue %q", addr.Path())
+		}
+		return c.forwardSender(r, addr.Entity, addr.Path(), sas.Send, nil)
 	}
 	switch addr.Node {
 	case NodeCBS:

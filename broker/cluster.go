@@ -421,8 +421,11 @@ func ReadTops(ctx context.Context, st store.Store) (map[string]uint64, error) {
 func FoldName(name string) string { return fold(name) }
 
 // Dormant reports whether the queue or topic named name is known but
-// served by another node of the cluster (not loaded here).
-func (b *Broker) Dormant(name string) bool {
+// served by another node of the cluster (not loaded here), and its id.
+func (b *Broker) Dormant(name string) (id uint64, dormant bool) {
 	e, err := b.lookupEntity(name)
-	return err == nil && e.dormant.Load()
+	if err != nil {
+		return 0, false
+	}
+	return e.id, e.dormant.Load()
 }

@@ -46,7 +46,7 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 		if o == n1 {
 			other = n2
 		}
-		if !other.b().Dormant(queue) {
+		if _, dormant := other.b().Dormant(queue); !dormant {
 			t.Fatalf("%s: node %s serves it too", queue, other.id)
 		}
 		return busbartest.NewClient(t, other.srv.ConnectionString())

@@ -481,16 +481,7 @@ func (s *Server) forwarding() *servicebus.Forwarding {
 			}
 		}
 	}
-	f.Owner = func(ctx context.Context, name string) (string, error) {
-		node, addr, found, err := cluster.Owner(ctx, s.st, name)
-		if err != nil {
-			return "", err
-		}
-		if !found || node == s.node.ID() {
-			return "", fmt.Errorf("%w: %q is between owners", broker.ErrNotOwned, name)
-		}
-		return addr, nil
-	}
+	f.Owner = s.node.OwnerAddress
 	return f
 }
 

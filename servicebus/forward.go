@@ -3,6 +3,7 @@ package servicebus
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -31,9 +32,9 @@ import (
 // Forwarding configures link forwarding (see NewHandler).
 type Forwarding struct {
 	// Owner returns the AMQP address (host:port) of the node serving the
-	// queue or topic named name, or an error (broker.ErrNotOwned while it
-	// has no owner).
-	Owner func(ctx context.Context, name string) (string, error)
+	// queue or topic whose broker id is top, or an error
+	// (broker.ErrNotOwned while it has no owner).
+	Owner func(ctx context.Context, top uint64) (string, error)
 	// KeyName and Key authenticate the node to its peers (SASL PLAIN): a
 	// rule with Manage, Send and Listen on the whole namespace.
 	KeyName, Key string
@@ -126,7 +127,11 @@ func (h *Handler) forwards(entity string) bool {
 		return false
 	}
 	p, err := broker.ParsePath(entity)
-	return err == nil && h.b.Dormant(p.Entity)
+	if err != nil {
+		return false
+	}
+	_, dormant := h.b.Dormant(p.Entity)
+	return dormant
 }
 
 // twinSession opens a session, for one twin link, on the node serving
@@ -136,7 +141,12 @@ func (c *conn) twinSession(ctx context.Context, entity string) (*goamqp.Session,
 	if err != nil {
 		return nil, nil, err
 	}
-	addr, err := c.h.peers.f.Owner(ctx, p.Entity)
+	top, dormant := c.h.b.Dormant(p.Entity)
+	if !dormant {
+		// Loaded here meanwhile (or deleted): the client attaches again.
+		return nil, nil, fmt.Errorf("%w: %q changed hands", broker.ErrNotOwned, p.Entity)
+	}
+	addr, err := c.h.peers.f.Owner(ctx, top)
 	if err != nil {
 		return nil, nil, err
 	}

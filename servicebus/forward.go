@@ -395,16 +395,17 @@ func (l *fwdRecv) Flow(s *amqp.Sender, f amqp.Flow) {
 	if l.rcv == nil {
 		return // before CompleteAttach: the attach goroutine calls Flow
 	}
+	if want := int(s.Credit()) - l.issued; want > 0 && !l.drain {
+		if l.rcv.IssueCredit(uint32(want)) == nil {
+			l.issued += want
+		}
+	}
+	// A drain (the credit given with it, then none) is run by the pump on
+	// the twin, which then completes the client's.
 	if f.Drain {
 		l.drain = true
 		if l.stopWait != nil {
 			l.stopWait()
-		}
-		return
-	}
-	if want := int(s.Credit()) - l.issued; want > 0 {
-		if l.rcv.IssueCredit(uint32(want)) == nil {
-			l.issued += want
 		}
 	}
 }

@@ -44,67 +44,109 @@ type Forwarding struct {
 	AttachTimeout time.Duration
 }
 
-// peers holds one connection per peer node.
+// linksPerConn is how many twin links (one session each) a connection to
+// a peer carries before another is dialed; the engine accepts 1,024
+// sessions per connection.
+const linksPerConn = 512
+
+// peers holds the connections to the peer nodes, by address.
 type peers struct {
 	f     Forwarding
 	mu    sync.Mutex
-	conns map[string]*peerConn
+	conns map[string][]*peerConn
 }
 
 type peerConn struct {
 	ready chan struct{}
 	c     *goamqp.Conn
 	err   error
+	links int // twins on it, under peers.mu
 }
 
-// conn returns the connection to the node at addr, dialing it when there
-// is none or the last one failed.
-func (p *peers) conn(ctx context.Context, addr string) (*goamqp.Conn, error) {
+// usable reports whether pc is dialed, or being dialed, and not closed.
+func (pc *peerConn) usable() bool {
+	select {
+	case <-pc.ready:
+		return pc.err == nil && !isDone(pc.c.Done())
+	default:
+		return true
+	}
+}
+
+// conn returns a connection to the node at addr for the client connection
+// cc, and counts a twin link on it (see release). Every twin of one client
+// connection goes over the same connection to a peer, as the owner routes
+// $management replies and finds session receivers by link name within a
+// connection; other client connections take the least used one with room,
+// or a new one.
+func (p *peers) conn(ctx context.Context, cc *conn, addr string) (*peerConn, error) {
 	p.mu.Lock()
-	pc := p.conns[addr]
-	if pc != nil {
-		select {
-		case <-pc.ready:
-			if pc.err != nil || isDone(pc.c.Done()) {
-				pc = nil
+	pc := cc.peerConns[addr]
+	if pc == nil || !pc.usable() {
+		pc = nil
+		live := p.conns[addr][:0]
+		for _, x := range p.conns[addr] {
+			if x.usable() {
+				live = append(live, x)
+				if x.links < linksPerConn && (pc == nil || x.links < pc.links) {
+					pc = x
+				}
 			}
-		default:
 		}
+		p.conns[addr] = live
+		if pc == nil {
+			pc = &peerConn{ready: make(chan struct{})}
+			p.conns[addr] = append(p.conns[addr], pc)
+			go p.dial(pc, addr)
+		}
+		cc.peerConns[addr] = pc
 	}
-	if pc == nil {
-		pc = &peerConn{ready: make(chan struct{})}
-		p.conns[addr] = pc
-		go func() {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			pc.c, pc.err = goamqp.Dial(dctx, "amqp://"+addr, &goamqp.ConnOptions{
-				SASLType:    goamqp.SASLTypePlain(p.f.KeyName, p.f.Key),
-				HostName:    addr,
-				MaxSessions: 65535,
-			})
-			close(pc.ready)
-		}()
-	}
+	pc.links++
 	p.mu.Unlock()
 	select {
 	case <-pc.ready:
-		return pc.c, pc.err
+		if pc.err != nil {
+			p.release(pc)
+			return nil, pc.err
+		}
+		return pc, nil
 	case <-ctx.Done():
+		p.release(pc)
 		return nil, ctx.Err()
 	}
+}
+
+func (p *peers) dial(pc *peerConn, addr string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pc.c, pc.err = goamqp.Dial(ctx, "amqp://"+addr, &goamqp.ConnOptions{
+		SASLType:    goamqp.SASLTypePlain(p.f.KeyName, p.f.Key),
+		HostName:    addr,
+		MaxSessions: 65535, // the peer's channel-max bounds it
+	})
+	close(pc.ready)
+}
+
+// release uncounts a twin link of pc.
+func (p *peers) release(pc *peerConn) {
+	p.mu.Lock()
+	pc.links--
+	p.mu.Unlock()
 }
 
 // close closes every peer connection.
 func (p *peers) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for addr, pc := range p.conns {
-		select {
-		case <-pc.ready:
-			if pc.c != nil {
-				_ = pc.c.Close()
+	for addr, pcs := range p.conns {
+		for _, pc := range pcs {
+			select {
+			case <-pc.ready:
+				if pc.c != nil {
+					_ = pc.c.Close()
+				}
+			default:
 			}
-		default:
 		}
 		delete(p.conns, addr)
 	}
@@ -134,28 +176,50 @@ func (h *Handler) forwards(entity string) bool {
 	return dormant
 }
 
+// twin is the session of one twin link, on a connection to the owner.
+type twin struct {
+	sess *goamqp.Session
+	pc   *peerConn
+	p    *peers
+}
+
+// close ends the twin's session (and its link).
+func (t *twin) close() {
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = t.sess.Close(ctx)
+	t.p.release(t.pc)
+}
+
 // twinSession opens a session, for one twin link, on the node serving
 // entity.
-func (c *conn) twinSession(ctx context.Context, entity string) (*goamqp.Session, *goamqp.Conn, error) {
+func (c *conn) twinSession(ctx context.Context, entity string) (*twin, error) {
 	p, err := broker.ParsePath(entity)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	top, dormant := c.h.b.Dormant(p.Entity)
 	if !dormant {
 		// Loaded here meanwhile (or deleted): the client attaches again.
-		return nil, nil, fmt.Errorf("%w: %q changed hands", broker.ErrNotOwned, p.Entity)
+		return nil, fmt.Errorf("%w: %q changed hands", broker.ErrNotOwned, p.Entity)
 	}
 	addr, err := c.h.peers.f.Owner(ctx, top)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	pc, err := c.h.peers.conn(ctx, addr)
+	pc, err := c.h.peers.conn(ctx, c, addr)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	sess, err := pc.NewSession(ctx, nil)
-	return sess, pc, err
+	sess, err := pc.c.NewSession(ctx, nil)
+	if err != nil {
+		c.h.peers.release(pc)
+		return nil, err
+	}
+	return &twin{sess: sess, pc: pc, p: c.h.peers}, nil
 }
 
 // fwdSend relays a client's sender (messages, or $management requests) to
@@ -166,7 +230,7 @@ type fwdSend struct {
 	check func(payload []byte) error // per-delivery authorization
 	node  string
 
-	sess *goamqp.Session
+	tw   *twin
 	snd  *goamqp.Sender
 	q    serial[amqp.Delivery]
 	done chan struct{}
@@ -186,23 +250,23 @@ func (c *conn) forwardSender(r *amqp.Receiver, entity, node string, right sas.Ri
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.h.attachTimeout())
 		defer cancel()
-		sess, pc, err := c.twinSession(ctx, entity)
+		tw, err := c.twinSession(ctx, entity)
 		if err != nil {
 			_ = r.CompleteAttach(nil, nil, twinError(err))
 			return
 		}
 		mode := goamqp.SenderSettleModeUnsettled
-		snd, err := sess.NewSender(ctx, tgt, &goamqp.SenderOptions{
+		snd, err := tw.sess.NewSender(ctx, tgt, &goamqp.SenderOptions{
 			Name:           r.Name(),
 			SettlementMode: &mode,
 			Properties:     toGoFields(r.Remote().Properties),
 		})
 		if err != nil {
-			closeSession(sess)
+			tw.close()
 			_ = r.CompleteAttach(nil, nil, twinError(err))
 			return
 		}
-		l.sess, l.snd = sess, snd
+		l.tw, l.snd = tw, snd
 		err = r.CompleteAttach(l, func(reply *frames.Attach) {
 			reply.RcvSettleMode = frames.ReceiverSettleFirst
 			if m := snd.MaxMessageSize(); m > 0 {
@@ -212,7 +276,7 @@ func (c *conn) forwardSender(r *amqp.Receiver, entity, node string, right sas.Ri
 		}, nil)
 		if err == nil {
 			c.h.metrics.LinkAttached(node, false)
-			go l.watch(pc)
+			go l.watch(tw.pc.c)
 		}
 	}()
 	return nil, amqp.ErrDeferAttach
@@ -281,7 +345,7 @@ func (l *fwdSend) Detach(*amqp.Receiver, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = l.snd.Close(ctx)
-			closeSession(l.sess)
+			l.tw.close()
 		}()
 	})
 }
@@ -294,7 +358,7 @@ type fwdRecv struct {
 	node     string
 	settled  bool // deliveries go out pre-settled
 	isReply  bool
-	sess     *goamqp.Session
+	tw       *twin
 	rcv      *goamqp.Receiver
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -345,18 +409,18 @@ func (c *conn) forwardReceiver(s *amqp.Sender, entity, node string, isReply bool
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		sess, _, err := c.twinSession(ctx, entity)
+		tw, err := c.twinSession(ctx, entity)
 		if err != nil {
 			_ = s.CompleteAttach(nil, nil, twinError(err))
 			return
 		}
-		rcv, err := sess.NewReceiver(ctx, remote.Source.Address, opts)
+		rcv, err := tw.sess.NewReceiver(ctx, remote.Source.Address, opts)
 		if err != nil {
-			closeSession(sess)
+			tw.close()
 			_ = s.CompleteAttach(nil, nil, twinError(err))
 			return
 		}
-		l.sess, l.rcv = sess, rcv
+		l.tw, l.rcv = tw, rcv
 		err = s.CompleteAttach(l, func(reply *frames.Attach) {
 			reply.Properties = fromGoFields(rcv.Properties())
 			if isSession {
@@ -555,7 +619,7 @@ func (l *fwdRecv) Detach(*amqp.Sender, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_ = l.rcv.Close(ctx)
-			closeSession(l.sess)
+			l.tw.close()
 		}()
 	})
 }
@@ -565,15 +629,6 @@ func (h *Handler) attachTimeout() time.Duration {
 		return h.peers.f.AttachTimeout
 	}
 	return 30 * time.Second
-}
-
-func closeSession(s *goamqp.Session) {
-	if s == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = s.Close(ctx)
 }
 
 // twinError is the error a client's link gets when its twin failed: the

@@ -92,7 +92,7 @@ func NewHandler(o Options) (*Handler, error) {
 		if f.Owner == nil {
 			return nil, errors.New("servicebus: Forwarding.Owner is nil")
 		}
-		h.peers = &peers{f: *f, conns: map[string]*peerConn{}}
+		h.peers = &peers{f: *f, conns: map[string][]*peerConn{}}
 	}
 	return h, nil
 }
@@ -144,6 +144,9 @@ type conn struct {
 	// request naming one as its associated-link-name (the Go SDK's session
 	// peek) is about that link's session.
 	sessLinks map[string]*recvLink
+	// peerConns are the connections to peer nodes this connection's
+	// forwarded links use, by address (under Handler.peers.mu).
+	peerConns map[string]*peerConn
 }
 
 func (h *Handler) connOf(ac *amqp.Conn) *conn {
@@ -157,7 +160,7 @@ func (h *Handler) connOf(ac *amqp.Conn) *conn {
 }
 
 func (h *Handler) newConn(ac *amqp.Conn) *conn {
-	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}}
+	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}, peerConns: map[string]*peerConn{}}
 	if id, ok := ac.Identity().(plainIdentity); ok {
 		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: expand(id.rule.Rights)}
 	}

@@ -38,29 +38,23 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 	if err := n1.b().CreateQueue(ctx, "fl", broker.QueueProperties{LockDuration: broker.MinLockDuration}); err != nil {
 		t.Fatal(err)
 	}
-	settled(t, 3, n1, n2)
+	if err := n1.b().CreateTopic(ctx, "ft", broker.TopicProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.b().CreateSubscription(ctx, "ft", "s", broker.SubscriptionProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, 4, n1, n2)
 	// One client on a node that serves neither queue (or each client on
 	// the other node of its queue's owner).
-	far := func(queue string) *azservicebus.Client {
-		o := ownerOf(t, queue, n1, n2)
-		other := n1
-		if o == n1 {
-			other = n2
-		}
-		if _, dormant := other.b().Dormant(queue); !dormant {
-			t.Fatalf("%s: node %s serves it too", queue, other.id)
-		}
-		return busbartest.NewClient(t, other.srv.ConnectionString())
+	far := func(t *testing.T, entity string) *azservicebus.Client {
+		return busbartest.NewClient(t, notServing(t, entity, n1, n2).srv.ConnectionString())
 	}
 
 	// The client's claims are checked on the node it is connected to: the
 	// owner sees only the node's root key.
 	t.Run("claims", func(t *testing.T) {
-		o := ownerOf(t, "fq", n1, n2)
-		other := n1
-		if o == n1 {
-			other = n2
-		}
+		other := notServing(t, "fq", n1, n2)
 		c := busbartest.NewClient(t, server.ConnectionString(other.srv.AMQPAddr().String(), sendOnly.KeyName, sendOnly.PrimaryKey))
 		snd, err := c.NewSender("fq", nil)
 		if err != nil {
@@ -85,7 +79,7 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 			t.Fatalf("peek with only a Send claim: %d messages, %v; want unauthorized", len(ms), err)
 		}
 		// Take the message back out for the next subtest.
-		root := far("fq")
+		root := far(t, "fq")
 		r, err := root.NewReceiverForQueue("fq", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +91,7 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 	})
 
 	t.Run("queue", func(t *testing.T) {
-		c := far("fq")
+		c := far(t, "fq")
 		snd, err := c.NewSender("fq", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -182,7 +176,7 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 	// The broker's verdict on a settlement comes back through the relay:
 	// completing a message whose lock expired fails with lock-lost.
 	t.Run("verdict", func(t *testing.T) {
-		c := far("fl")
+		c := far(t, "fl")
 		snd, err := c.NewSender("fl", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -211,11 +205,7 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 	// run on the twin: the messages there come through, then the credit is
 	// given up.
 	t.Run("drain", func(t *testing.T) {
-		o := ownerOf(t, "fq", n1, n2)
-		other := n1
-		if o == n1 {
-			other = n2
-		}
+		other := notServing(t, "fq", n1, n2)
 		key, _ := other.srv.RootKey()
 		conn, err := goamqp.Dial(ctx, "amqp://"+other.srv.AMQPAddr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypePlain(server.RootKeyName, key)})
 		if err != nil {
@@ -284,8 +274,32 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 		}
 	})
 
+	t.Run("subscription", func(t *testing.T) {
+		c := far(t, "ft")
+		snd, err := c.NewSender("ft", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer snd.Close(ctx)
+		if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("t0")}, nil); err != nil {
+			t.Fatalf("send to a topic through forwarding: %v", err)
+		}
+		rcv, err := c.NewReceiverForSubscription("ft", "s", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rcv.Close(ctx)
+		m := receiveN(ctx, t, rcv, 1)[0]
+		if string(m.Body) != "t0" {
+			t.Fatalf("subscription received %q", m.Body)
+		}
+		if err := rcv.CompleteMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("sessions", func(t *testing.T) {
-		c := far("fs")
+		c := far(t, "fs")
 		snd, err := c.NewSender("fs", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -338,6 +352,27 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 			t.Fatalf("session state %q, %v", st, err)
 		}
 	})
+}
+
+// notServing returns the node of two that does not serve entity, once
+// exactly one of them does.
+func notServing(t *testing.T, entity string, a, b *node) *node {
+	t.Helper()
+	var other *node
+	poll.Until(t, 20*time.Second, entity+" to be served by one node", func() bool {
+		_, da := a.b().Dormant(entity)
+		_, db := b.b().Dormant(entity)
+		switch {
+		case da && !db:
+			other = a
+		case db && !da:
+			other = b
+		default:
+			return false
+		}
+		return true
+	})
+	return other
 }
 
 // receiveN receives exactly n messages (or fails the test).

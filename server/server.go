@@ -470,7 +470,8 @@ func (s *Server) shutdown(ctx context.Context) error {
 
 // forwarding relays links for entities another node serves to that node,
 // authenticated with the root key the nodes share (or, when the config
-// declares its own policies, a namespace-wide rule with every right).
+// declares its own policies, a namespace-wide rule with every right; nil
+// without one).
 func (s *Server) forwarding() *servicebus.Forwarding {
 	f := &servicebus.Forwarding{KeyName: RootKeyName, Key: s.rootKey}
 	if f.Key == "" {
@@ -480,6 +481,10 @@ func (s *Server) forwarding() *servicebus.Forwarding {
 				break
 			}
 		}
+	}
+	if f.Key == "" {
+		s.log.Warn("no namespace-wide rule with Manage, Send and Listen: links are not forwarded between nodes; clients must reach the node serving their entity")
+		return nil
 	}
 	f.Owner = s.node.OwnerAddress
 	return f

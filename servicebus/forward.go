@@ -18,8 +18,9 @@ import (
 
 // This file forwards links between the nodes of a cluster. A link attached
 // for a queue or topic that another node owns is relayed to that node over
-// one internal AMQP connection per peer (authenticated with SASL PLAIN and
-// the shared root key): each client link gets a twin link on the owner,
+// internal AMQP connections (go-amqp, pooled per peer, authenticated with
+// SASL PLAIN and the shared root key): each client link gets a twin link,
+// in its own session, on the owner,
 // with the same name, addresses, settle modes, filters and properties, and
 // the relay copies transfers, credit, drains, outcomes and the owner's
 // verdicts between them. The client's claims are checked here, as for a

@@ -411,3 +411,13 @@ func ReadTops(ctx context.Context, st store.Store) (map[string]uint64, error) {
 
 // FoldName is how entity names compare (case-insensitively).
 func FoldName(name string) string { return fold(name) }
+
+// Dormant reports whether the queue or topic named name is known but
+// served by another node of the cluster (not loaded here), and its id.
+func (b *Broker) Dormant(name string) (id uint64, dormant bool) {
+	e, err := b.lookupEntity(name)
+	if err != nil {
+		return 0, false
+	}
+	return e.id, e.dormant.Load()
+}

@@ -57,8 +57,9 @@ type Options struct {
 	// NodeID names the node; default a random id. Two running nodes must
 	// not share one.
 	NodeID string
-	// Address is what the node advertises to others (its AMQP address);
-	// informational.
+	// Address is what the node advertises to others with its heartbeat:
+	// the host:port of its AMQP listener, which the other nodes dial to
+	// forward links for the entities it serves.
 	Address string
 	// LeaseTime is how long a node whose heartbeat stopped keeps its
 	// entities before others take them over (default DefaultLeaseTime).
@@ -692,6 +693,35 @@ func containsID(ids []uint64, id uint64) bool {
 		}
 	}
 	return false
+}
+
+// OwnerAddress returns the advertised address of the node holding the lease
+// of the queue or topic top (an id of this node's broker): two point reads.
+// It fails with broker.ErrNotOwned while the entity has no live owner other
+// than this node.
+func (n *Node) OwnerAddress(ctx context.Context, top uint64) (string, error) {
+	v, err := n.st.Get(ctx, leaseKey(top))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("%w: entity %d has no owner yet", broker.ErrNotOwned, top)
+	}
+	if err != nil {
+		return "", err
+	}
+	l, err := decodeLease(v)
+	if err != nil {
+		return "", err
+	}
+	if l.owner == "" || l.owner == n.opts.NodeID {
+		return "", fmt.Errorf("%w: entity %d is between owners", broker.ErrNotOwned, top)
+	}
+	hb, err := n.st.Get(ctx, append(bytes.Clone(nodePrefix), l.owner...))
+	if errors.Is(err, store.ErrNotFound) || (err == nil && len(hb) <= 9) {
+		return "", fmt.Errorf("%w: the owner of entity %d, %s, is gone", broker.ErrNotOwned, top, l.owner)
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(hb[9:]), nil
 }
 
 // Owner returns the id and advertised address of the node that holds the

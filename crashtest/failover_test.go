@@ -34,9 +34,11 @@ const failoverLease = 2 * time.Second
 // restart. It measures how long the queues go unserved (bounded by the
 // lease time plus the rebuild).
 //
-// Clients reach the node that serves their queue through an entity-aware
-// TCP router (one listener per queue, dialing the lease holder's address):
-// nodes do not forward links to each other yet.
+// Clients reach the cluster through one endpoint, a round-robin TCP load
+// balancer that knows nothing of entities (see balancer): their
+// connections land on all three nodes, which forward the links to the node
+// serving the queues, and after a kill the SDKs' own retries reconnect
+// through it.
 func TestFailover(t *testing.T) {
 	sh := shape{producers: 4, consumers: 3, sessions: 3, hold: 24, ops: 1000}
 	if testing.Short() {
@@ -46,7 +48,7 @@ func TestFailover(t *testing.T) {
 	for round := 1; round <= 2; round++ {
 		cl.round(t, round, sh, func(victim string) time.Time {
 			kill(t, cl.procs[victim])
-			delete(cl.procs, victim)
+			cl.setProc(victim, nil)
 			return time.Now()
 		})
 	}
@@ -77,7 +79,7 @@ func TestRollingRestart(t *testing.T) {
 			for _, id := range append(without(cl.ids, victim), victim) {
 				terminate(t, cl.procs[id])
 				stopped = time.Now()
-				cl.procs[id] = cl.start(t, id)
+				cl.setProc(id, cl.start(t, id))
 			}
 			return stopped
 		})
@@ -95,15 +97,40 @@ func without(ids []string, x string) []string {
 	return out
 }
 
-// testCluster is three `busbar serve` nodes over one PostgreSQL table, with
-// a router per queue.
+// testCluster is three `busbar serve` nodes over one PostgreSQL table,
+// behind one round-robin balancer.
 type testCluster struct {
 	bin, cfg, dir, storeURL string
 	ids                     []string
 	procs                   map[string]*serveproc.Process
 	st                      store.Store
-	connStr, sessConn       string
+	connStr                 string // through the balancer
 	l                       *ledger
+	mu                      sync.Mutex // guards procs' entries for the balancer
+}
+
+// addrs returns the nodes' AMQP addresses, in the order of ids.
+func (cl *testCluster) addrs() []string {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	var out []string
+	for _, id := range cl.ids {
+		if p := cl.procs[id]; p != nil {
+			out = append(out, p.AMQPAddr())
+		}
+	}
+	return out
+}
+
+// setProc records (p != nil) or forgets the process of node id.
+func (cl *testCluster) setProc(id string, p *serveproc.Process) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if p == nil {
+		delete(cl.procs, id)
+	} else {
+		cl.procs[id] = p
+	}
 }
 
 func startCluster(t *testing.T) *testCluster {
@@ -117,7 +144,7 @@ func startCluster(t *testing.T) *testCluster {
 		t.Fatal(err)
 	}
 	for _, id := range cl.ids {
-		cl.procs[id] = cl.start(t, id)
+		cl.setProc(id, cl.start(t, id))
 	}
 	st, err := postgres.Open(context.Background(), dsn, postgres.Options{Table: table})
 	if err != nil {
@@ -125,9 +152,8 @@ func startCluster(t *testing.T) *testCluster {
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	cl.st = st
-	qr, sr := startRouter(t, st, queueName), startRouter(t, st, sessionName)
-	base := cl.procs[cl.ids[0]].ConnectionString()
-	cl.connStr, cl.sessConn = withEndpoint(base, qr.addr()), withEndpoint(base, sr.addr())
+	lb := startBalancer(t, cl.addrs)
+	cl.connStr = withEndpoint(cl.procs[cl.ids[0]].ConnectionString(), lb.addr())
 	return cl
 }
 
@@ -147,7 +173,6 @@ func (cl *testCluster) round(t *testing.T, round int, sh shape, fail func(victim
 		t.Fatalf("round %d: the queues are on %s and %s; the node ids were chosen to keep them together", round, victim, o)
 	}
 	ld := newLoad(l, nil, cl.connStr, sh)
-	ld.sessConnStr = cl.sessConn
 	lctx, cancel := context.WithCancel(context.Background())
 	ld.start(lctx, round)
 	select {
@@ -169,7 +194,7 @@ func (cl *testCluster) round(t *testing.T, round int, sh shape, fail func(victim
 		t.Errorf("round %d: the queue was unserved for %v, beyond the lease time %v plus 3s of detection and rebuild", round, d, failoverLease)
 	}
 	drain(t, l, cl.connStr)
-	checkSessions(t, l, cl.sessConn, sh.sessions)
+	checkSessions(t, l, cl.connStr, sh.sessions)
 	dst := l.endDrain()
 	t.Logf("round %d: drained: %d messages delivered, %d of %d held at the stop (%d delivered more than once), %d scheduled before it",
 		round, dst.delivered, dst.heldBack, dst.heldAtCrash, dst.heldCounted, dst.scheduledBack)
@@ -252,7 +277,7 @@ func waitOwner(t *testing.T, st store.Store, entity string) string {
 	}
 }
 
-// waitServed returns when a peek of the queue through its router succeeds.
+// waitServed returns when a peek of the queue through the balancer succeeds.
 func waitServed(t *testing.T, connStr string) time.Time {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -283,55 +308,64 @@ func peekOnce(connStr string) error {
 	return err
 }
 
-// router accepts connections for one entity and pipes each to the node
-// that holds the entity's lease when it connects.
-type router struct {
-	l      net.Listener
-	st     store.Store
-	entity string
-	wg     sync.WaitGroup
+// balancer is the cluster's one endpoint: a TCP load balancer that knows
+// nothing of entities. Each connection goes to the next live node in turn
+// (a node that refuses the connection is skipped), so the SDK clients land
+// on all three nodes, and most of their links are forwarded to the node
+// that serves the queue.
+type balancer struct {
+	l     net.Listener
+	nodes func() []string // the nodes' AMQP addresses
+	wg    sync.WaitGroup
+
+	mu   sync.Mutex
+	next int
 }
 
-func startRouter(t *testing.T, st store.Store, entity string) *router {
+func startBalancer(t *testing.T, nodes func() []string) *balancer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &router{l: l, st: st, entity: entity}
-	r.wg.Add(1)
-	go r.serve()
+	b := &balancer{l: l, nodes: nodes}
+	b.wg.Add(1)
+	go b.serve()
 	t.Cleanup(func() {
 		_ = l.Close()
-		r.wg.Wait()
+		b.wg.Wait()
 	})
-	return r
+	return b
 }
 
-func (r *router) addr() string { return r.l.Addr().String() }
+func (b *balancer) addr() string { return b.l.Addr().String() }
 
-func (r *router) serve() {
-	defer r.wg.Done()
+func (b *balancer) serve() {
+	defer b.wg.Done()
 	for {
-		c, err := r.l.Accept()
+		c, err := b.l.Accept()
 		if err != nil {
 			return
 		}
-		go r.route(c)
+		go b.route(c)
 	}
 }
 
-func (r *router) route(c net.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, addr, ok, err := cluster.Owner(ctx, r.st, r.entity)
-	if err != nil || !ok {
-		_ = c.Close() // the client retries
-		return
+func (b *balancer) route(c net.Conn) {
+	addrs := b.nodes()
+	b.mu.Lock()
+	first := b.next
+	b.next++
+	b.mu.Unlock()
+	var up net.Conn
+	for i := range addrs {
+		var err error
+		if up, err = net.DialTimeout("tcp", addrs[(first+i)%len(addrs)], time.Second); err == nil {
+			break
+		}
 	}
-	up, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		_ = c.Close()
+	if up == nil {
+		_ = c.Close() // the client retries
 		return
 	}
 	done := make(chan struct{}, 2)

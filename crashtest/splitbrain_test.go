@@ -18,8 +18,9 @@ import (
 // its lease, while a client connected straight to it has a send in flight;
 // another node takes the queue over and serves it. Continued with SIGCONT,
 // the paused node must not acknowledge that send nor any later one: its
-// commits carry the old lease's epoch and PostgreSQL refuses them. The
-// queue then holds exactly the messages that were acknowledged.
+// commits carry the old lease's epoch and PostgreSQL refuses them. Later
+// sends through it are forwarded to the new owner. The queue then holds
+// exactly the messages that were acknowledged.
 func TestPausedNodeIsFenced(t *testing.T) {
 	cl := startCluster(t)
 	victim := waitOwner(t, cl.st, queueName)
@@ -63,7 +64,7 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	}()
 	served := waitServed(t, cl.connStr)
 	if o := waitOwner(t, cl.st, queueName); o == victim {
-		t.Fatalf("the queue is served through the router, but its lease is still %s's", victim)
+		t.Fatalf("the queue is served through the balancer, but its lease is still %s's", victim)
 	}
 	t.Logf("queue taken over %v after SIGSTOP (lease %v)", served.Sub(stopped).Round(time.Millisecond), failoverLease)
 	routed, err := azservicebus.NewClientFromConnectionString(cl.connStr, nil)
@@ -87,21 +88,20 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	// queue back to it at once, under a new lease. A send it acknowledges
 	// must be under such a lease of its own: acknowledged while another
 	// node held the queue, it would be split brain.
-	retaken := false
 	if err := <-late; err == nil {
 		if o := waitOwner(t, cl.st, queueName); o != victim {
 			t.Fatalf("the paused node acknowledged a send while %s held the queue", o)
 		}
-		retaken = true
 		acked = append(acked, "late")
 		t.Logf("the resumed node took the queue back under a new lease before it read the send in flight, and acknowledged it")
 	} else {
 		t.Logf("the send in flight through the paused node: %v", err)
 	}
-	if err := sendOne(ds, "later"); err == nil && !retaken {
-		if o := waitOwner(t, cl.st, queueName); o != victim {
-			t.Fatalf("the resumed node acknowledged a send while %s held the queue", o)
-		}
+	// The resumed node no longer serves the queue: a send through it is
+	// forwarded to the new owner, which acknowledges it (sendOne records
+	// it, and the check below finds it in the queue exactly once).
+	if err := sendOne(ds, "later"); err != nil {
+		t.Logf("a send through the resumed node: %v", err)
 	}
 	// Exactly the acknowledged messages are in the queue.
 	r, err := routed.NewReceiverForQueue(queueName, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})

@@ -117,6 +117,7 @@ type Server struct {
 
 	amqpL, amqpsL, httpL net.Listener
 	rootKey              string
+	sb                   *servicebus.Handler
 	keyCreated           bool
 
 	closeOnce sync.Once
@@ -173,8 +174,11 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		if co.Logger == nil {
 			co.Logger = s.log.With("component", "cluster")
 		}
+		if err := s.listen(); err != nil { // the advertised address needs the port
+			return nil, err
+		}
 		if co.Address == "" {
-			co.Address = opts.AMQPAddr
+			co.Address = advertised(s.amqpL.Addr())
 		}
 		if co.NodeID == "" && !strings.HasSuffix(opts.AMQPAddr, ":0") {
 			// Stable across restarts, so a restarted node takes its
@@ -241,8 +245,10 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, fmt.Errorf("joining the cluster: %w", err)
 		}
 	}
-	if err := s.listen(); err != nil {
-		return nil, err
+	if s.amqpL == nil {
+		if err := s.listen(); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.serve(); err != nil {
 		return nil, err
@@ -282,7 +288,12 @@ func (s *Server) listen() error {
 }
 
 func (s *Server) serve() error {
+	var fwd *servicebus.Forwarding
+	if s.node != nil {
+		fwd = s.forwarding()
+	}
 	handler, err := servicebus.NewHandler(servicebus.Options{
+		Forwarding: fwd,
 		Broker:     s.broker,
 		Authorizer: s.auth,
 		// Token expiry is judged on the real clock, even when the broker
@@ -293,6 +304,7 @@ func (s *Server) serve() error {
 	if err != nil {
 		return err
 	}
+	s.sb = handler
 	s.amqp = amqp.NewServer(amqp.Config{
 		Handler:        handler,
 		Authenticate:   handler.Authenticate,
@@ -449,6 +461,9 @@ func (s *Server) shutdown(ctx context.Context) error {
 		}
 	}
 	s.wg.Wait()
+	if s.sb != nil {
+		s.sb.Stop()
+	}
 	if s.console != nil {
 		errs = append(errs, s.console.Close())
 	}
@@ -462,4 +477,41 @@ func (s *Server) shutdown(ctx context.Context) error {
 		errs = append(errs, s.st.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// forwarding relays links for entities another node serves to that node,
+// authenticated with the root key the nodes share (or, when the config
+// declares its own policies, a namespace-wide rule with every right; nil
+// without one).
+func (s *Server) forwarding() *servicebus.Forwarding {
+	f := &servicebus.Forwarding{KeyName: RootKeyName, Key: s.rootKey}
+	if f.Key == "" {
+		for _, r := range s.auth.Rules() {
+			if r.Entity == "" && r.Rights&sas.Manage != 0 && r.Rights&sas.Send != 0 && r.Rights&sas.Listen != 0 {
+				f.KeyName, f.Key = r.KeyName, r.PrimaryKey
+				break
+			}
+		}
+	}
+	if f.Key == "" {
+		s.log.Warn("no namespace-wide rule with Manage, Send and Listen: links are not forwarded between nodes; clients must reach the node serving their entity")
+		return nil
+	}
+	f.Owner = s.node.OwnerAddress
+	return f
+}
+
+// advertised is the address other nodes reach a listener at: its own, with
+// the host name in place of an unspecified host (0.0.0.0, ::).
+func advertised(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -22,6 +22,10 @@
 // Requests to $cbs (cbs.go) and <entity>/$management (mgmt.go) are answered
 // on the client's reply link, found by the request's reply-to.
 //
+// In a cluster (Options.Forwarding), a link for a queue or topic the broker
+// holds dormant is relayed to the node serving it (forward.go): a twin link
+// on an internal go-amqp connection, the client's claims checked here.
+//
 // # Messages
 //
 // The broker stores, as a message's Body, the message the client sent,

@@ -33,6 +33,10 @@ type Options struct {
 	// LinkCredit is the credit granted to each client sender link, which
 	// bounds its messages in flight to the store; default 100.
 	LinkCredit uint32
+	// Forwarding, when not nil, relays links for queues and topics this
+	// node does not serve (a dormant entity of a cluster) to the node that
+	// does (see forward.go); nil refuses them with amqp:connection:forced.
+	Forwarding *Forwarding
 }
 
 // Metrics receives connection and link events. Methods are called
@@ -60,6 +64,7 @@ type Handler struct {
 	log     *slog.Logger
 	metrics Metrics
 	credit  uint32
+	peers   *peers // nil without Options.Forwarding
 
 	conns sync.Map // *amqp.Conn -> *conn
 }
@@ -83,6 +88,12 @@ func NewHandler(o Options) (*Handler, error) {
 	}
 	if h.credit == 0 {
 		h.credit = 100
+	}
+	if f := o.Forwarding; f != nil {
+		if f.Owner == nil {
+			return nil, errors.New("servicebus: Forwarding.Owner is nil")
+		}
+		h.peers = &peers{f: *f, conns: map[string][]*peerConn{}}
 	}
 	return h, nil
 }
@@ -140,6 +151,9 @@ type conn struct {
 	// request naming one as its associated-link-name (the Go SDK's session
 	// peek) is about that link's session.
 	sessLinks map[string]*recvLink
+	// peerConns are the connections to peer nodes this connection's
+	// forwarded links use, by address (under Handler.peers.mu).
+	peerConns map[string]*peerConn
 }
 
 func (h *Handler) connOf(ac *amqp.Conn) *conn {
@@ -153,7 +167,7 @@ func (h *Handler) connOf(ac *amqp.Conn) *conn {
 }
 
 func (h *Handler) newConn(ac *amqp.Conn) *conn {
-	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}}
+	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}, peerConns: map[string]*peerConn{}}
 	if id, ok := ac.Identity().(plainIdentity); ok {
 		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: expand(id.rule.Rights)}
 	}
@@ -173,6 +187,13 @@ func (h *Handler) Begin(*amqp.Session) error { return nil }
 // End ignores the end of a session: its links were detached first.
 func (h *Handler) End(*amqp.Session, error) {}
 
+// Stop closes the connections to peer nodes that forwarding opened.
+func (h *Handler) Stop() {
+	if h.peers != nil {
+		h.peers.close()
+	}
+}
+
 // Close forgets the connection.
 func (h *Handler) Close(ac *amqp.Conn, _ error) {
 	h.conns.Delete(ac)
@@ -190,6 +211,12 @@ func (h *Handler) AttachSender(s *amqp.Sender) (amqp.SenderHandler, error) {
 	addr, err := ParseAddress(src.Address)
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
+	}
+	if addr.Node != NodeCBS && h.forwards(addr.Entity) {
+		if addr.Node == NodeManagement {
+			return c.forwardReceiver(s, addr.Entity, addr.Path()+"/$management", true)
+		}
+		return c.forwardReceiver(s, addr.Entity, addr.Path(), false)
 	}
 	switch addr.Node {
 	case NodeCBS, NodeManagement:
@@ -209,6 +236,15 @@ func (h *Handler) AttachReceiver(r *amqp.Receiver) (amqp.ReceiverHandler, error)
 	addr, err := ParseAddress(tgt.Address)
 	if err != nil {
 		return nil, amqp.NewError(amqp.CondNotFound, "%v", err)
+	}
+	if addr.Node != NodeCBS && h.forwards(addr.Entity) {
+		if addr.Node == NodeManagement {
+			return c.forwardManagement(r, addr)
+		}
+		if addr.SubQueue != SubQueueNone {
+			return nil, amqp.NewError(amqp.CondNotAllowed, "cannot send to the dead-letter sub-queue %q", addr.Path())
+		}
+		return c.forwardSender(r, addr.Entity, addr.Path(), sas.Send, nil)
 	}
 	switch addr.Node {
 	case NodeCBS:

@@ -42,6 +42,7 @@ Flags:
 type serveFlags struct {
 	configPath, dataDir, store, amqpAddr, amqpsAddr, httpAddr string
 	nodeID                                                    string
+	advertise                                                 string
 	leaseTime                                                 time.Duration
 	tlsCert, tlsKey                                           string
 	consolePipelineDB                                         string
@@ -70,6 +71,7 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 	str(&f.dataDir, "data", "BUSBAR_DATA_DIR", "", "data directory (default ./busbar-data)")
 	str(&f.store, "store", "BUSBAR_STORE", "", "store URL instead of the data directory's embedded store: postgres://… (a cluster node: several nodes share one database; ?busbar_table=NAME picks the table)")
 	str(&f.nodeID, "node-id", "BUSBAR_NODE_ID", "", "with --store postgres://…: this node's id in the cluster (default random)")
+	str(&f.advertise, "advertise", "BUSBAR_ADVERTISE", "", "with --store postgres://…: the host:port other nodes reach this node's AMQP listener at, to forward links (default the --amqp address, with the host name for an unspecified host)")
 	fs.DurationVar(&f.leaseTime, "lease-time", envDuration("BUSBAR_LEASE_TIME", 0),
 		"with --store postgres://…: how long a node that stopped renewing its heartbeat keeps its entities before other nodes take them over (default 5s) [BUSBAR_LEASE_TIME]")
 	str(&f.amqpAddr, "amqp", "BUSBAR_AMQP_ADDR", "", "plain AMQP listen address (default 127.0.0.1:5672)")
@@ -190,7 +192,7 @@ func (f serveFlags) options(log *slog.Logger) (server.Options, error) {
 	}
 	opts.DataDir = first(f.dataDir, bb.DataDir, server.DefaultDataDir)
 	opts.StoreURL = f.store
-	opts.Cluster.NodeID, opts.Cluster.LeaseTime = f.nodeID, f.leaseTime
+	opts.Cluster.NodeID, opts.Cluster.LeaseTime, opts.Cluster.Address = f.nodeID, f.leaseTime, f.advertise
 	opts.AMQPAddr = first(f.amqpAddr, bb.AMQPAddr, server.DefaultAMQPAddr)
 	opts.AMQPSAddr = first(f.amqpsAddr, bb.AMQPSAddr)
 	opts.HTTPAddr = first(f.httpAddr, bb.HTTPAddr, server.DefaultHTTPAddr)

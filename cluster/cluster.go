@@ -134,6 +134,7 @@ type Node struct {
 
 	mu      sync.RWMutex
 	held    map[uint64][]byte // leases this node holds and serves: top → lease record
+	loading map[uint64]bool   // held, and still being loaded: not served yet
 	healthy bool              // heartbeat renewed within LeaseTime·4/5
 	leaving bool
 
@@ -171,7 +172,7 @@ func New(st store.Store, opts Options) (*Node, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Node{st: st, opts: opts, clk: opts.Clock, log: opts.Logger.With("node", opts.NodeID),
-		hbKey: append(bytes.Clone(nodePrefix), opts.NodeID...), held: map[uint64][]byte{}, peers: map[string]*peer{},
+		hbKey: append(bytes.Clone(nodePrefix), opts.NodeID...), held: map[uint64][]byte{}, loading: map[uint64]bool{}, peers: map[string]*peer{},
 		// A restarted node's first heartbeat differs from its last one.
 		hbCount: binary.BigEndian.Uint64(r[:]) >> 1,
 		wake:    make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}, nil
@@ -257,13 +258,20 @@ func (n *Node) loop() {
 	}
 }
 
-// Owned returns the ids of the queues and topics this node serves.
-func (n *Node) Owned() []uint64 {
+// Owned returns the ids of the queues and topics this node serves: their
+// leases are held and they are loaded.
+func (n *Node) Owned() []uint64 { return n.heldIDs(false) }
+
+// heldIDs returns the ids of the leases this node holds, with those still
+// being loaded when loading is true.
+func (n *Node) heldIDs(loading bool) []uint64 {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	ids := make([]uint64, 0, len(n.held))
 	for id := range n.held {
-		ids = append(ids, id)
+		if loading || !n.loading[id] {
+			ids = append(ids, id)
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
@@ -493,12 +501,17 @@ func (n *Node) acquire(ctx context.Context, top uint64, l lease) {
 	start := n.clk.Now()
 	n.mu.Lock()
 	n.held[top] = rec
+	n.loading[top] = true
 	n.mu.Unlock()
-	if err := n.b.Load(ctx, top); err != nil {
-		n.log.Error("loading an entity taken over", "entity", top, "err", err)
-		n.mu.Lock()
+	err := n.b.Load(ctx, top)
+	n.mu.Lock()
+	delete(n.loading, top)
+	if err != nil {
 		delete(n.held, top)
-		n.mu.Unlock()
+	}
+	n.mu.Unlock()
+	if err != nil {
+		n.log.Error("loading an entity taken over", "entity", top, "err", err)
 		return
 	}
 	n.log.Info("entity taken", "entity", top, "epoch", l.epoch+1, "from", l.owner, "load", n.clk.Now().Sub(start))
@@ -556,7 +569,7 @@ func (n *Node) Stop(ctx context.Context) error {
 			others = append(others, id)
 		}
 	}
-	for _, top := range n.Owned() {
+	for _, top := range n.heldIDs(true) {
 		l, ok := leases[top]
 		if !ok {
 			n.drop(top, "entity deleted")

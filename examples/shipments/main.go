@@ -214,12 +214,25 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 			}
 		}
 	}
-	select {
-	case <-all:
-	case <-time.After(cfg.wait):
-		return fmt.Errorf("%d of %d statuses recorded after %v", recorded, total, cfg.wait)
-	case <-ctx.Done():
-		return ctx.Err()
+	// Wait until every status is in the record. The record, not the
+	// handlers' count, says so: a handler stopped with its region may have
+	// committed its status (and the journal its completion) and then seen
+	// its context end, so it did not count it.
+	deadline := time.After(cfg.wait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for n := 0; n < total; {
+		select {
+		case <-all:
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("%d of %d statuses recorded after %v", n, total, cfg.wait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+statusTable+` WHERE tracking LIKE $1`, "1Z"+run+"%").Scan(&n); err != nil {
+			return err
+		}
 	}
 	// The record, per parcel, in the order the statuses were recorded.
 	rows, err := pool.Query(ctx, `SELECT tracking, position, region FROM `+statusTable+` WHERE tracking LIKE $1 ORDER BY seq`, "1Z"+run+"%")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/busbar-io/busbar/cluster"
 	"github.com/busbar-io/busbar/internal/pgtest"
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/store"
 	"github.com/busbar-io/busbar/store/postgres"
@@ -261,34 +262,26 @@ func withEndpoint(connStr, addr string) string {
 // waitOwner returns the node holding entity's lease once one does.
 func waitOwner(t *testing.T, st store.Store, entity string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		node, _, ok, err := cluster.Owner(context.Background(), st, entity)
+	var node string
+	poll.UntilNil(t, 20*time.Second, "a node to hold "+entity, func() error {
+		n, _, ok, err := cluster.Owner(context.Background(), st, entity)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			return node
+		if !ok {
+			return fmt.Errorf("no node holds %s", entity)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no node holds %s", entity)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		node = n
+		return nil
+	})
+	return node
 }
 
 // waitServed returns when a peek of the queue through the balancer succeeds.
 func waitServed(t *testing.T, connStr string) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if err := peekOnce(connStr); err == nil {
-			return time.Now()
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the queue is not served again 30s after the kill: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.UntilNil(t, 30*time.Second, "the queue served again after the kill", func() error { return peekOnce(connStr) })
+	return time.Now()
 }
 
 func peekOnce(connStr string) error {

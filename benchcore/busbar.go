@@ -145,26 +145,14 @@ type connInfo struct {
 
 // parseConnectionString reads a Service Bus connection string.
 func parseConnectionString(cs string) (connInfo, error) {
-	var ci connInfo
-	for _, part := range strings.Split(cs, ";") {
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			continue
+	c := sas.ParseConnectionString(cs)
+	ci := connInfo{emulator: c.Emulator, keyName: c.KeyName, key: c.Key}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil {
+			return ci, fmt.Errorf("connection string: endpoint: %w", err)
 		}
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "endpoint":
-			u, err := url.Parse(strings.TrimSpace(v))
-			if err != nil {
-				return ci, fmt.Errorf("connection string: endpoint: %w", err)
-			}
-			ci.host = u.Host
-		case "sharedaccesskeyname":
-			ci.keyName = v
-		case "sharedaccesskey":
-			ci.key = v
-		case "usedevelopmentemulator":
-			ci.emulator = strings.EqualFold(strings.TrimSpace(v), "true") || strings.TrimSpace(v) == "1"
-		}
+		ci.host = u.Host
 	}
 	if ci.host == "" || ci.keyName == "" || ci.key == "" {
 		return ci, errors.New("connection string needs Endpoint, SharedAccessKeyName and SharedAccessKey")

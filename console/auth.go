@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -93,20 +92,9 @@ func (c *credentials) resolve() error {
 		}
 		return nil
 	}
-	for _, part := range strings.Split(c.ConnectionString, ";") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			continue
-		}
-		switch strings.ToLower(k) {
-		case "sharedaccesskeyname":
-			c.KeyName = v
-		case "sharedaccesskey":
-			c.Key = v
-		case "entitypath":
-			c.EntityPath = v
-		}
-	}
+	cs := sas.ParseConnectionString(c.ConnectionString)
+	// A connection string is the whole credential: the key fields it lacks stay empty.
+	c.KeyName, c.Key, c.EntityPath = cs.KeyName, cs.Key, cs.EntityPath
 	if c.KeyName == "" || c.Key == "" {
 		return badRequest("the connection string has no SharedAccessKeyName and SharedAccessKey")
 	}

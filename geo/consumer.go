@@ -30,6 +30,7 @@ const (
 	PerMessage
 )
 
+// String returns the granularity's name, "PerSession" or "PerMessage".
 func (g Granularity) String() string {
 	if g == PerMessage {
 		return "PerMessage"
@@ -228,6 +229,7 @@ type Error struct {
 	Err      error
 }
 
+// Error says what failed, for which session and position, and why.
 func (e *Error) Error() string {
 	return fmt.Sprintf("geo: %s, session %s position %d: %v", e.Op, e.Session, e.Position, e.Err)
 }

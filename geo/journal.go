@@ -20,6 +20,7 @@ const (
 	Failed
 )
 
+// String returns the status's name.
 func (s Status) String() string {
 	switch s {
 	case Pending:
@@ -41,6 +42,7 @@ type Key struct {
 	Position int64
 }
 
+// String returns "session/position".
 func (k Key) String() string { return fmt.Sprintf("%s/%d", k.Session, k.Position) }
 
 // Record is one journal document.

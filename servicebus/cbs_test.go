@@ -16,15 +16,7 @@ import (
 func putToken(t *testing.T, e *env, audience, token string, msgID any, expiration any) (int32, string) {
 	t.Helper()
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := e.anonSession(ctx, t)
 	snd, err := sess.NewSender(ctx, "$cbs", nil)
 	if err != nil {
 		t.Fatal(err)

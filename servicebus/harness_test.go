@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 
 	"github.com/busbar-io/busbar/amqp"
 	"github.com/busbar-io/busbar/broker"
@@ -112,6 +113,22 @@ func (e *env) clientWith(keyName, key string) *azservicebus.Client {
 	}
 	e.t.Cleanup(func() { _ = c.Close(context.Background()) })
 	return c
+}
+
+// anonSession opens a connection with SASL ANONYMOUS, as the SDKs do before
+// their $cbs put-token, and one session on it; both close when the test ends.
+func (e *env) anonSession(ctx context.Context, t testing.TB) *goamqp.Session {
+	t.Helper()
+	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	sess, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }
 
 func (e *env) queue(name string, p broker.QueueProperties) {

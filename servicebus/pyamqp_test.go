@@ -19,15 +19,7 @@ func TestRequestWithoutReplyTo(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.queue("q", broker.QueueProperties{})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := e.anonSession(ctx, t)
 	// request sends one request to node and returns the reply's status.
 	request := func(node string, app map[string]any, value any) any {
 		t.Helper()

@@ -54,15 +54,7 @@ func TestPutTokenWrongRights(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.queue("q", broker.QueueProperties{})
 	ctx := testCtx(t)
-	conn, err := goamqp.Dial(ctx, "amqp://"+e.addr, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sess, err := conn.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sess := e.anonSession(ctx, t)
 	aud := "amqp://" + e.addr + "/q"
 	cbsSnd, err := sess.NewSender(ctx, "$cbs", nil)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/geo"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,6 +43,9 @@ type Options struct {
 	Table string
 	// Logger logs the listener's lost connections (default: discarded).
 	Logger *slog.Logger
+	// Clock times the listener's pauses before it reconnects (default:
+	// clock.Real()).
+	Clock clock.Clock
 }
 
 // Store is a geo.Journal on PostgreSQL. Close stops its listener.
@@ -49,6 +53,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	name   string
 	logger *slog.Logger
+	clk    clock.Clock
 
 	get, create, replace, renew, prune string
 
@@ -71,12 +76,15 @@ func New(pool *pgxpool.Pool, o *Options) (*Store, error) {
 	if o == nil {
 		o = &Options{}
 	}
-	s := &Store{pool: pool, name: o.Table, logger: o.Logger, watchers: map[string]map[chan struct{}]struct{}{}, stopped: make(chan struct{})}
+	s := &Store{pool: pool, name: o.Table, logger: o.Logger, clk: o.Clock, watchers: map[string]map[chan struct{}]struct{}{}, stopped: make(chan struct{})}
 	if s.name == "" {
 		s.name = DefaultTable
 	}
 	if !validName.MatchString(s.name) {
 		return nil, fmt.Errorf("geopg: table name %q: letters, digits and underscores only", s.name)
+	}
+	if s.clk == nil {
+		s.clk = clock.Real()
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -286,12 +294,13 @@ func (s *Store) listen(ctx context.Context) {
 			return
 		}
 		s.logger.Warn("geopg: listener lost its connection", "table", s.name, "err", err)
-		t := time.NewTimer(pause)
+		wake := make(chan struct{})
+		t := s.clk.AfterFunc(pause, func() { close(wake) })
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-t.C:
+		case <-wake:
 		}
 		pause = min(2*pause, 2*time.Second)
 	}

@@ -40,9 +40,11 @@ import (
 	"net/url"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,6 +71,15 @@ type Options struct {
 	// table's only writer. `busbar serve` does not set it: its nodes share
 	// a table through leases (package cluster).
 	Exclusive bool
+	// IdleInTransaction is how long PostgreSQL lets a session sit idle
+	// inside a transaction before it ends the session (its
+	// idle_in_transaction_session_timeout; default 1 s; negative: the
+	// server's setting). A group commit holds locks on its condition keys
+	// between its round trips: a node paused in that moment (SIGSTOP, a
+	// stalled VM) would otherwise block every other node's commit on those
+	// keys — a lease takeover included — until it resumed. Its own commit
+	// then fails, unacknowledged.
+	IdleInTransaction time.Duration
 }
 
 // ParseURL splits a store URL (postgres://… or postgresql://…) into the
@@ -156,7 +167,17 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	if opts.IdleInTransaction == 0 {
+		opts.IdleInTransaction = time.Second
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store/postgres: %w", err)
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"]; !set && opts.IdleInTransaction > 0 {
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(opts.IdleInTransaction.Milliseconds(), 10)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store/postgres: %w", err)
 	}

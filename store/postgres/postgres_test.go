@@ -191,3 +191,41 @@ func TestWatchHearsOtherWriters(t *testing.T) {
 		t.Fatalf("watched %q", g)
 	}
 }
+
+// A writer paused inside a group commit, holding the lock of a condition
+// key (as a node stopped with SIGSTOP would), must not block another
+// writer's commit on that key for longer than IdleInTransaction: a lease
+// takeover is such a commit.
+func TestPausedWriterDoesNotBlockOthers(t *testing.T) {
+	table := freshTable()
+	a, b := open(t, table), open(t, table)
+	defer a.Close()
+	defer b.Close()
+	ctx := context.Background()
+	key := []byte("lease/1")
+	tx, err := a.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, a.q.lockCond, key); err != nil {
+		t.Fatal(err)
+	}
+	// a's transaction now sits idle with the lock, as a paused node's would.
+	var bt store.Batch
+	bt.Require(key, nil)
+	bt.Set(key, []byte("b"))
+	done := make(chan error, 1)
+	go func() { done <- b.Commit(ctx, &bt) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("a commit behind a paused writer's lock: %v", err)
+		}
+	case <-time.After(20 * time.Second): // the deadline of a commit that waits for the paused writer forever
+		t.Fatal("a commit waited 20 s behind a paused writer's lock")
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1"); err == nil {
+		t.Fatal("the paused writer's transaction is still open")
+	}
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/busbar-io/busbar/config"
 	"github.com/busbar-io/busbar/console/ops"
+	"github.com/busbar-io/busbar/internal/gctune"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -50,6 +51,7 @@ type serveFlags struct {
 	maxMessageKB                                              int64
 	pageWindow                                                int
 	minFreeMB                                                 int64
+	gcHeadroomMB                                              int64
 	sku                                                       string
 	logLevel, logFormat                                       string
 	shutdownTimeout                                           time.Duration
@@ -94,6 +96,8 @@ func newServeFlagSet(f *serveFlags, stderr io.Writer) *flag.FlagSet {
 		"available messages per queue or subscription kept in memory; the rest of a backlog stays on disk (default 50000; -1: all) [BUSBAR_PAGE_WINDOW]")
 	fs.Int64Var(&f.minFreeMB, "min-free-mb", envInt("BUSBAR_MIN_FREE_MB", 0),
 		"free space in MiB kept on the data directory's volume: below it sends are refused with the quota error while receives and completions go on (default 128; -1: no check) [BUSBAR_MIN_FREE_MB]")
+	fs.Int64Var(&f.gcHeadroomMB, "gc-headroom-mb", envInt("BUSBAR_GC_HEADROOM_MB", gctune.DefaultHeadroom>>20),
+		"while the Go heap in use is smaller than this many MiB, let it grow by this much between garbage collections instead of by its own size (less CPU per message for at most this much more memory; -1: Go's default, as does setting GOGC) [BUSBAR_GC_HEADROOM_MB]")
 	str(&f.sku, "sku", "BUSBAR_SKU", "Premium", "namespace tier: Premium (1 MB messages by default) or Standard (256 KB messages)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for in-flight work")
 	return fs
@@ -122,6 +126,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "busbar serve:", err)
 		return exitError
 	}
+	gc := gctune.Start(gctune.Options{Headroom: headroomBytes(f.gcHeadroomMB)})
+	defer gc.Stop()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.Start(ctx, opts)
@@ -154,6 +160,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return exitOK
+}
+
+// headroomBytes converts --gc-headroom-mb: negative (off) stays negative.
+func headroomBytes(mb int64) int64 {
+	if mb < 0 {
+		return -1
+	}
+	return mb << 20
 }
 
 // options merges flags (already defaulted from the environment) over the

@@ -38,6 +38,15 @@ import (
 // for the returning callers is what makes our groups close to the number of
 // committers.
 //
+// Backing off. Callers that are not closed loops (producers sending at a
+// fixed rate, consumers settling as messages arrive) do not come straight
+// back, and a linger for them runs to its end: each group would pay the
+// whole Linger in latency for nothing. So a linger that runs to its end
+// turns lingering off for the next lingerBackoff groups; then the
+// committer tries again. Closed-loop callers keep their lingers (they end
+// as soon as the callers are back); at 5,000 sends/s from one producer
+// the median end-to-end latency fell from 1.5 to 0.6 ms.
+//
 // Why one group at a time. Applying the next group while the current one's
 // fsync runs (Pebble's ApplyNoSyncWait, two groups in flight) was built and
 // measured (2026-11-25, quiet machine, BenchmarkCommit, 1 KiB): it lost
@@ -85,6 +94,10 @@ type committer struct {
 	stopped   chan struct{} // closed when commitLoop returns
 	lingered  atomic.Int64  // lingers that ran to their end (tests)
 }
+
+// lingerBackoff is how many groups the committer commits without lingering
+// after a linger that ran to its end.
+const lingerBackoff = 8
 
 func (c *committer) start(s *Store) {
 	c.s = s
@@ -135,8 +148,9 @@ func (c *committer) commit(b *store.Batch) error {
 
 // await blocks until at least n requests are pending (true), or the
 // committer is stopped (false). With a timeout, a linger, it also returns
-// true when the timeout fires or the store starts closing.
-func (c *committer) await(n int, timeout <-chan time.Time) bool {
+// true when the timeout fires (and then expired) or the store starts
+// closing.
+func (c *committer) await(n int, timeout <-chan time.Time) (ok, expired bool) {
 	var hurry <-chan struct{} // nil, which never fires, unless lingering
 	if timeout != nil {
 		hurry = c.hurry
@@ -146,7 +160,7 @@ func (c *committer) await(n int, timeout <-chan time.Time) bool {
 		if len(c.pending) >= n {
 			c.want = 0
 			c.mu.Unlock()
-			return true
+			return true, false
 		}
 		c.want = n
 		c.mu.Unlock()
@@ -154,15 +168,16 @@ func (c *committer) await(n int, timeout <-chan time.Time) bool {
 		case <-c.wake:
 			continue // maybe stale: check again
 		case <-c.quit:
-			return false
+			return false, false
 		case <-timeout:
 			c.lingered.Add(1)
+			expired = true
 		case <-hurry:
 		}
 		c.mu.Lock()
 		c.want = 0
 		c.mu.Unlock()
-		return true
+		return true, expired
 	}
 }
 
@@ -197,16 +212,24 @@ func (c *committer) commitLoop() {
 	linger := time.NewTimer(time.Hour)
 	linger.Stop()
 	expect := 0 // batches expected for the next group
+	skip := 0   // groups left to commit without lingering (backing off)
 	for {
-		if !c.await(1, nil) {
+		if ok, _ := c.await(1, nil); !ok {
 			return
 		}
 		if d := c.s.opts.Linger; d > 0 && expect > 1 {
-			linger.Reset(d)
-			ok := c.await(expect, linger.C)
-			linger.Stop() // Go 1.23+ timers: no stale value survives Stop
-			if !ok {
-				return
+			if skip > 0 {
+				skip--
+			} else {
+				linger.Reset(d)
+				ok, expired := c.await(expect, linger.C)
+				linger.Stop() // Go 1.23+ timers: no stale value survives Stop
+				if !ok {
+					return
+				}
+				if expired {
+					skip = lingerBackoff
+				}
 			}
 		}
 		reqs, since := c.take()

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/busbar-io/busbar/internal/gopool"
 )
 
 // txn collects the store operations and in-memory placements of one
@@ -357,15 +359,15 @@ func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, af
 		close(p.done)
 	}
 	if err != nil || tx == nil {
-		go finish()
+		gopool.Go(finish)
 		return p
 	}
-	go func() {
+	gopool.Go(func() {
 		if err := tx.write(); err != nil {
 			p.seqs, p.err = nil, err
 		}
 		finish()
-	}()
+	})
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/internal/gopool"
 	"github.com/busbar-io/busbar/sas"
 )
 
@@ -90,7 +91,7 @@ func (c *conn) attachReceiver(s *amqp.Sender, addr Address) (amqp.SenderHandler,
 
 // start runs the link once its consumer exists.
 func (l *recvLink) start() {
-	go l.pump()
+	gopool.Go(l.pump)
 	l.c.h.metrics.LinkAttached(l.path, true)
 }
 

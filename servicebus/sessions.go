@@ -9,6 +9,7 @@ import (
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
 	"github.com/busbar-io/busbar/broker"
+	"github.com/busbar-io/busbar/internal/gopool"
 )
 
 // Session receiver vocabulary (reference §2.7).
@@ -111,7 +112,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 	// their context's), so that it sees com.microsoft:timeout rather than
 	// giving up first.
 	wait := timeout - min(timeout/10, sessionTimeoutMargin)
-	go func() {
+	gopool.Go(func() {
 		cons, err := l.c.h.b.AcceptNextSession(ctx, l.path, wait, opts)
 		if err != nil {
 			_ = l.s.CompleteAttach(nil, nil, amqpError(err))
@@ -125,7 +126,7 @@ func (l *recvLink) attachSession(req sessionRequest, opts broker.ConsumerOptions
 		// lost). On failure the engine has called Detach, which released
 		// the session.
 		_ = l.s.CompleteAttach(l, func(reply *frames.Attach) { l.writeSessionReply(reply, req) }, nil)
-	}()
+	})
 	return nil, amqp.ErrDeferAttach
 }
 

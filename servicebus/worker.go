@@ -1,6 +1,10 @@
 package servicebus
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/busbar-io/busbar/internal/gopool"
+)
 
 // serial runs the items pushed to it in order, a batch at a time, on one
 // goroutine started on demand: work that waits for the store (an fsync)
@@ -25,7 +29,7 @@ func (s *serial[T]) push(it T) {
 	}
 	s.running = true
 	s.mu.Unlock()
-	go s.loop()
+	gopool.Go(s.loop)
 }
 
 func (s *serial[T]) loop() {

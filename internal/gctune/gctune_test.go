@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/busbar-io/busbar/internal/poll"
 )

@@ -404,16 +404,8 @@ func (c *Conn) readLoop() {
 			c.Close(decodeError(err))
 			continue
 		}
-		switch body.(type) {
-		case nil:
+		if body == nil {
 			continue // heartbeat
-		case *frames.Begin, *frames.Attach:
-			// Kept for the life of the session or link: decode again from a
-			// copy, so that binary values do not alias the read buffer.
-			if body, err = frames.Decode(h, bytes.Clone(f)); err != nil {
-				c.Close(decodeError(err))
-				continue
-			}
 		}
 		if _, ok := body.(*frames.Close); ok {
 			c.peerClosed(body.(*frames.Close))

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"fmt"
 	"time"
 )
@@ -236,7 +237,18 @@ type msgMeta struct {
 }
 
 func encodeMeta(mm *msgMeta) []byte {
-	e := enc{b: make([]byte, 0, 40+len(mm.sessionID))}
+	return appendMeta(make([]byte, 0, metaRecordLen(mm)), mm)
+}
+
+// metaRecordLen bounds the length of mm's record: three bytes, six varints
+// of at most ten bytes and the session id with its length.
+func metaRecordLen(mm *msgMeta) int {
+	return 3 + 6*binary.MaxVarintLen64 + binary.MaxVarintLen64 + len(mm.sessionID)
+}
+
+// appendMeta appends mm's record to dst.
+func appendMeta(dst []byte, mm *msgMeta) []byte {
+	e := enc{b: dst}
 	e.u8(metaRecordV1)
 	e.u8(uint8(mm.sub))
 	e.u8(uint8(mm.state))

@@ -17,7 +17,9 @@ type txn struct {
 	bt     batchBuf
 	now    time.Time
 	places []*placement
-	gates  []gate // sequence numbers entered in queues' publication order (order.go)
+	slab   []placement // where places are carved from (newPlacement)
+	hint   int         // messages the txn is expected to place (0: unknown)
+	gates  []gate      // sequence numbers entered in queues' publication order (order.go)
 	vis    visibility
 	dedupe []dedupeUndo
 	marks  []seqMark
@@ -41,6 +43,27 @@ type dedupeUndo struct {
 }
 
 func (b *Broker) newTxn(ctx context.Context) *txn { return &txn{b: b, ctx: ctx, now: b.now()} }
+
+// newPlacement adds a placement to the txn. Placements are carved from
+// slabs sized by the txn's hint (one allocation for a send's messages
+// rather than one each); a placement lives only until its publication, so
+// a slab is not kept long.
+func (tx *txn) newPlacement() *placement {
+	if len(tx.slab) == cap(tx.slab) {
+		n := max(tx.hint, 4)
+		if c := cap(tx.slab); c > 0 {
+			n = 2 * c
+		}
+		tx.slab = make([]placement, 0, n)
+		if tx.places == nil {
+			tx.places = make([]*placement, 0, n)
+		}
+	}
+	tx.slab = tx.slab[:len(tx.slab)+1]
+	p := &tx.slab[len(tx.slab)-1]
+	tx.places = append(tx.places, p)
+	return p
+}
 
 // seq takes n sequence numbers of e's counter (a topic's for its
 // subscriptions), writing a new high-water mark in the txn when they pass
@@ -295,6 +318,7 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 		return nil, nil, err
 	}
 	tx := b.newTxn(ctx)
+	tx.hint = len(msgs)
 	e.touch(tx.now)
 	// Every message is checked before any is enqueued: a batch with one bad
 	// message is refused whole and changes nothing.
@@ -635,9 +659,9 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
-	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), encodeMeta(&mm))
+	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
 	tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
-	tx.places = append(tx.places, &placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason, vis: &tx.vis})
+	*tx.newPlacement() = placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason, vis: &tx.vis}
 	return seq, nil
 }
 

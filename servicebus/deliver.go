@@ -188,7 +188,8 @@ func splitPrefix(b []byte) (h *message.Header, da, ma encoding.Annotations, rest
 // appendModifiedBare appends the bare message (and footer) with the
 // sections the broker changed re-encoded from m's fields.
 func appendModifiedBare(out, body []byte, m *broker.Message) ([]byte, error) {
-	secs, err := scanSections(body)
+	var buf [8]span
+	secs, err := scanSections(buf[:0], body)
 	if err != nil {
 		return out, fmt.Errorf("stored message %d: %w", m.SequenceNumber, err)
 	}

@@ -42,7 +42,11 @@ func brokerOwned(k any) bool {
 // a message-id gets a service-assigned one, written into the stored
 // properties section.
 func ingest(raw []byte) (*broker.Message, error) {
-	raw, err := moveTrailingDeliveryAnnotations(raw)
+	var buf [8]span
+	secs, err := scanSections(buf[:0], raw)
+	if err == nil {
+		raw, secs, err = moveTrailingDeliveryAnnotations(raw, secs)
+	}
 	if err != nil {
 		return nil, badRequest("the message is not a valid AMQP message: %v", err)
 	}
@@ -82,10 +86,6 @@ func ingest(raw []byte) (*broker.Message, error) {
 				m.Properties[k] = pv
 			}
 		}
-	}
-	secs, err := scanSections(raw)
-	if err != nil {
-		return nil, badRequest("the message is not a valid AMQP message: %v", err)
 	}
 	if m.MessageID != "" {
 		m.Body = append([]byte(nil), raw...)
@@ -215,10 +215,9 @@ var sectionNames = map[string]uint64{
 	"amqp:footer:map":                 message.DescFooter,
 }
 
-// scanSections lists the sections of an encoded message without decoding
-// them.
-func scanSections(b []byte) ([]span, error) {
-	var out []span
+// scanSections appends the sections of an encoded message to out without
+// decoding them (a caller passes an array's slice: a message has a handful).
+func scanSections(out []span, b []byte) ([]span, error) {
 	d := encoding.NewDecoder(b)
 	for d.Len() > 0 {
 		start := d.Pos()
@@ -241,15 +240,15 @@ func scanSections(b []byte) ([]span, error) {
 // section that comes last, after sections that belong behind it, moved to
 // its place after the header. The Python SDK's AMQP stack (pyamqp) writes
 // delivery annotations last, and Service Bus takes such messages; any
-// other section out of order is still refused by message.Parse.
-func moveTrailingDeliveryAnnotations(raw []byte) ([]byte, error) {
-	secs, err := scanSections(raw)
-	if err != nil || len(secs) < 2 {
-		return raw, err
+// other section out of order is still refused by message.Parse. secs are
+// raw's sections; it returns those of the message it returns.
+func moveTrailingDeliveryAnnotations(raw []byte, secs []span) ([]byte, []span, error) {
+	if len(secs) < 2 {
+		return raw, secs, nil
 	}
 	last := secs[len(secs)-1]
 	if last.code != message.DescDeliveryAnnotations || secs[len(secs)-2].code <= message.DescDeliveryAnnotations {
-		return raw, nil
+		return raw, secs, nil
 	}
 	at := 0 // after the header, if any
 	if secs[0].code == message.DescHeader {
@@ -258,5 +257,7 @@ func moveTrailingDeliveryAnnotations(raw []byte) ([]byte, error) {
 	out := make([]byte, 0, len(raw))
 	out = append(out, raw[:at]...)
 	out = append(out, raw[last.start:last.end]...)
-	return append(out, raw[at:last.start]...), nil
+	out = append(out, raw[at:last.start]...)
+	secs, err := scanSections(secs[:0], out)
+	return out, secs, err
 }

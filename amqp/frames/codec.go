@@ -207,7 +207,10 @@ func cloneU32(p *uint32) *uint32 {
 
 // Decoder decodes frames, reusing storage for the hot-path performatives:
 // the *Transfer, *Flow and *Disposition it returns point into the Decoder
-// and stay valid only until its next Decode. Decoding those three (with no
+// and stay valid only until its next Decode. Only a Transfer's delivery tag
+// and payload alias the frame: the bodies a connection keeps for the life of
+// a session or link (Begin, Attach) alias nothing (binary values are
+// copied). Decoding those three (with no
 // delivery state other than accepted or released, and no flow properties)
 // allocates nothing. The zero Decoder is ready to use; it is not safe for
 // concurrent use.

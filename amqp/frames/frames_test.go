@@ -471,3 +471,37 @@ func TestHotPathAllocations(t *testing.T) {
 		}
 	}
 }
+
+// TestDecoderAttachDoesNotAliasTheFrame: a connection keeps an attach for
+// the life of its link, while the frame's bytes are the read buffer, soon
+// overwritten.
+func TestDecoderAttachDoesNotAliasTheFrame(t *testing.T) {
+	in := &Attach{Name: "link-1", Role: RoleReceiver,
+		Source:     &Source{Address: "queue-1", Filter: encoding.Fields{"f": []byte("filter-bytes")}},
+		Properties: encoding.Fields{"com.microsoft:tag": []byte("binary-value")}}
+	for _, body := range []Body{in, &Begin{NextOutgoingID: 1, IncomingWindow: 2, OutgoingWindow: 3, Properties: encoding.Fields{"k": []byte("begin-bytes")}}} {
+		frame, err := Append(nil, TypeAMQP, 0, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := ParseHeader(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Decode(h, bytes.Clone(frame))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Decoder
+		out, err := d.Decode(h, frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range frame {
+			frame[i] = 0xff
+		}
+		if !reflect.DeepEqual(out, want) {
+			t.Fatalf("after the frame was overwritten the decoded %T changed:\n%#v\nwant\n%#v", out, out, want)
+		}
+	}
+}

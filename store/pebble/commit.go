@@ -1,8 +1,10 @@
 package pebble
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +95,8 @@ type committer struct {
 	quit      chan struct{} // closed by stop
 	stopped   chan struct{} // closed when commitLoop returns
 	lingered  atomic.Int64  // lingers that ran to their end (tests)
+
+	sorted []*store.Op // the group's operations, reused by commitGroup
 }
 
 // lingerBackoff is how many groups the committer commits without lingering
@@ -264,17 +268,25 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) (pending int) 
 	}
 	// Each operation costs a few bytes of header besides its key and value.
 	pb := c.s.db.NewBatchWithSize(bytes + 16*ops)
-	var err error
+	sorted, inOrder := c.sorted[:0], false
 	for i, r := range reqs {
 		if len(r.b.Conds) > 0 {
 			if r.err = c.checkConds(r.b.Conds, reqs[:i]); r.err != nil {
 				continue
 			}
 		}
-		if err = encode(pb, r.b); err != nil {
-			break
+		for j := range r.b.Ops {
+			op := &r.b.Ops[j]
+			inOrder = inOrder || op.Kind == store.OpDeleteRange
+			sorted = append(sorted, op)
 		}
 	}
+	if !inOrder {
+		sortOps(sorted)
+	}
+	err := encode(pb, sorted)
+	clear(sorted) // keep no caller's keys and values alive
+	c.sorted = sorted[:0]
 	if err == nil {
 		if err = c.s.db.Apply(pb, pebble.Sync); err != nil {
 			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(reqs), err)
@@ -334,10 +346,25 @@ func (c *committer) checkConds(conds []store.Cond, earlier []*request) error {
 	})
 }
 
-// encode appends b's operations to pb in order. Pebble copies keys and values
-// into the batch, so the caller may reuse its slices once Commit returns.
-func encode(pb *pebble.Batch, b *store.Batch) error {
-	for _, op := range b.Ops {
+// sortOps orders a group's operations by key, keeping the order of those on
+// one key (a stable sort), which is all their outcome depends on when the
+// group has no range deletion (a range deletion and the point operations it
+// covers keep the callers' order: commitGroup does not sort those groups).
+//
+// Why: Pebble inserts a batch into its memtable (a skiplist) in the batch's
+// order, and each insertion starts its search from where the previous one
+// ended when the new key is near it. A group interleaves the callers' keys
+// (a message's index and body records, other queues' records), so in the
+// callers' order nearly every insertion searched the whole skiplist from
+// the top: about 6% of the broker's CPU on the session benchmark (W4).
+func sortOps(ops []*store.Op) {
+	slices.SortStableFunc(ops, func(a, b *store.Op) int { return bytes.Compare(a.Key, b.Key) })
+}
+
+// encode appends ops to pb in order. Pebble copies keys and values into the
+// batch, so the callers may reuse their slices once Commit returns.
+func encode(pb *pebble.Batch, ops []*store.Op) error {
+	for _, op := range ops {
 		var err error
 		switch op.Kind {
 		case store.OpSet:

@@ -1,14 +1,18 @@
 package pebble
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,5 +500,115 @@ func TestPebbleLogsGoToSlog(t *testing.T) {
 	}
 	if !replay {
 		t.Fatalf("no Pebble WAL log line at Debug; got %q", h.msgs)
+	}
+}
+
+// TestGroupKeepsEachKeysOrder: the committer sorts a group's operations by
+// key before it applies them; operations on one key, and range deletions
+// with the keys they cover, must keep the order the callers committed them
+// in. Each case queues its batches, one at a time and in order, behind a
+// held sync, so that they form one group.
+func TestGroupKeepsEachKeysOrder(t *testing.T) {
+	type step = func(b *store.Batch)
+	set := func(k, v string) step { return func(b *store.Batch) { b.Set([]byte(k), []byte(v)) } }
+	del := func(k string) step { return func(b *store.Batch) { b.Delete([]byte(k)) } }
+	delRange := func(from, to string) step { return func(b *store.Batch) { b.DeleteRange([]byte(from), []byte(to)) } }
+	for _, c := range []struct {
+		name    string
+		batches [][]step
+		want    map[string]string // key → value; "" absent
+	}{
+		{"one key across callers", [][]step{
+			{set("x", "1"), set("b", "b1")},
+			{del("x"), set("a", "a1")},
+			{set("x", "3"), del("a")},
+			{set("c", "c1"), set("b", "b2")},
+		}, map[string]string{"x": "3", "a": "", "b": "b2", "c": "c1"}},
+		{"one key within a batch", [][]step{
+			{set("k", "1"), set("j", "j"), del("k"), set("k", "2"), set("i", "i")},
+			{set("h", "h"), del("j")},
+		}, map[string]string{"k": "2", "j": "", "i": "i", "h": "h"}},
+		{"many operations on one key", [][]step{manyOnOneKey(set)}, map[string]string{"k": "v39", "j00": "j", "j39": "j"}},
+		{"range deletion in the group", [][]step{
+			{set("m", "before")},
+			{delRange("a", "z")},
+			{set("n", "after"), set("a", "after")},
+		}, map[string]string{"m": "", "n": "after", "a": "after"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gate := newGateFS()
+			s, err := Open(t.TempDir(), Options{fs: gate, Linger: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			gate.armed.Store(true)
+			var wg sync.WaitGroup
+			wg.Go(func() { _ = commitOne(s, "zz-first") })
+			<-gate.entered
+			for i, steps := range c.batches {
+				var b store.Batch
+				for _, st := range steps {
+					st(&b)
+				}
+				wg.Go(func() {
+					if err := s.Commit(context.Background(), &b); err != nil {
+						t.Error(err)
+					}
+				})
+				poll.Until(t, 30*time.Second, "batch queued", func() bool { return s.pendingLen() == i+1 })
+			}
+			close(gate.release)
+			wg.Wait()
+			if st := s.Stats(); st.Syncs != 2 {
+				t.Fatalf("%d syncs, want 2: the batches did not form one group", st.Syncs)
+			}
+			for k, want := range c.want {
+				v, err := s.Get(context.Background(), []byte(k))
+				switch {
+				case want == "" && err == nil:
+					t.Errorf("%s = %q, want it absent", k, v)
+				case want != "" && (err != nil || string(v) != want):
+					t.Errorf("%s = %q (%v), want %q", k, v, err, want)
+				}
+			}
+		})
+	}
+}
+
+// manyOnOneKey sets k 40 times among 40 other keys: enough for a sort that is
+// not stable to reorder them.
+func manyOnOneKey(set func(k, v string) func(*store.Batch)) []func(*store.Batch) {
+	var steps []func(*store.Batch)
+	for i := range 40 {
+		steps = append(steps, set(fmt.Sprintf("j%02d", 39-i), "j"), set("k", fmt.Sprintf("v%02d", i)))
+	}
+	return steps
+}
+
+func TestSortOpsKeepsEachKeysOrder(t *testing.T) {
+	rnd := mrand.New(mrand.NewPCG(1, 2))
+	for range 50 {
+		var b store.Batch
+		for i := range 200 {
+			b.Set([]byte{byte('a' + rnd.IntN(5))}, []byte(strconv.Itoa(i)))
+		}
+		want := map[string][]string{}
+		ops := make([]*store.Op, len(b.Ops))
+		for i := range b.Ops {
+			ops[i] = &b.Ops[i]
+			want[string(b.Ops[i].Key)] = append(want[string(b.Ops[i].Key)], string(b.Ops[i].Value))
+		}
+		sortOps(ops)
+		got := map[string][]string{}
+		for i, op := range ops {
+			if i > 0 && bytes.Compare(ops[i-1].Key, op.Key) > 0 {
+				t.Fatalf("not sorted at %d", i)
+			}
+			got[string(op.Key)] = append(got[string(op.Key)], string(op.Value))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatal("the operations on one key changed order")
+		}
 	}
 }

@@ -74,7 +74,10 @@ type outItem struct {
 // under the queue's lock and never reads the store there: a message not in
 // the cache is read after the lock is released (receive-and-delete: before
 // its deletion is committed; peek-lock: when the delivery is flushed).
-type lazyBody struct{ eid, ref uint64 }
+type lazyBody struct {
+	eid uint64
+	m   *msgIdx
+}
 
 // pendingCommit marks deliveries that wait for a store commit
 // (receive-and-delete) before they may be pushed.
@@ -429,9 +432,9 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 	c.credit--
 	q.ent.accessed.Store(now)
 	var lazy *lazyBody
-	base := q.b.cache.get(cacheKey{q.ent.id, m.bodyRef})
+	base := q.b.cache.get(m)
 	if base == nil {
-		base, lazy = &Message{}, &lazyBody{q.ent.id, m.bodyRef}
+		base, lazy = &Message{}, &lazyBody{q.ent.id, m}
 	}
 	out := q.stamp(base, m)
 	if c.opts.Mode == PeekLock {
@@ -460,26 +463,25 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 // loadBody returns the stored message (headers, properties, body) with
 // body reference ref of entity eid, from the cache or the store. It must
 // not be called with a queue's lock held.
-func (b *Broker) loadBody(eid, ref uint64) (*Message, error) {
-	k := cacheKey{eid, ref}
-	if c := b.cache.get(k); c != nil {
+func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
+	if c := b.cache.get(m); c != nil {
 		return c, nil
 	}
-	rec, err := b.st.Get(context.Background(), key2(kBody, eid, ref))
+	rec, err := b.st.Get(context.Background(), key2(kBody, eid, m.bodyRef))
 	if err != nil {
-		return nil, fmt.Errorf("read message %d of entity %d: %w", ref, eid, err)
+		return nil, fmt.Errorf("read message %d of entity %d: %w", m.bodyRef, eid, err)
 	}
 	msg, err := decodeMessage(rec)
 	if err != nil {
 		return nil, err
 	}
-	b.cache.put(k, msg)
+	b.cache.put(m, msg)
 	return msg, nil
 }
 
 // fill completes a delivery stamped without its body (lazyBody).
 func (b *Broker) fill(out *Message, l *lazyBody) error {
-	base, err := b.loadBody(l.eid, l.ref)
+	base, err := b.loadBody(l.eid, l.m)
 	if err != nil {
 		return err
 	}
@@ -559,7 +561,7 @@ func (b *Broker) finishRD(w *work) error {
 		it.m.pending = false
 		if err == nil {
 			q.remove(it.m)
-			b.cache.drop(cacheKey{q.ent.id, it.m.bodyRef})
+			b.cache.drop(it.m)
 		} else if q.msgs[it.m.seq] == it.m {
 			q.makeAvailable(it.m)
 			if it.c != nil && !it.c.closed {

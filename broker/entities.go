@@ -367,7 +367,7 @@ func (b *Broker) dropEntityWith(e *entity, gone error) {
 	q.mu.Lock()
 	for _, m := range q.msgs {
 		q.clearDeadline(m)
-		b.cache.drop(cacheKey{e.id, m.bodyRef})
+		b.cache.drop(m)
 	}
 	b.wheel.remove(&q.lockDL)
 	b.wheel.remove(&q.sessDL)

@@ -68,6 +68,10 @@ type msgIdx struct {
 	sess       *session
 	lk         *msgLock  // nil when not locked
 	dl         *deadline // scheduled activation or TTL expiry
+	// body is the cached message (headers, properties, body), nil when
+	// it must be read from the store (cache.go). Atomic: the cache evicts
+	// without this entry's queue lock.
+	body atomic.Pointer[Message]
 }
 
 // msgLock is the lock of a locked message. It lives apart from msgIdx, which

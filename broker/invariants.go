@@ -240,7 +240,7 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message)
 		case sm.bodyLen != int64(m.size):
 			c.errorf("message %d: body of %d bytes, index says %d", seq, sm.bodyLen, m.size)
 		}
-		if cached := c.b.cache.get(cacheKey{q.ent.id, m.bodyRef}); cached != nil && bodies[m.bodyRef] != nil {
+		if cached := c.b.cache.get(m); cached != nil && bodies[m.bodyRef] != nil {
 			if diff := messageDiff(cached, bodies[m.bodyRef]); diff != "" {
 				c.errorf("message %d: the cached copy differs from the store in %s", seq, diff)
 			}

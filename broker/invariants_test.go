@@ -62,7 +62,7 @@ func invariantFixture(t *testing.T) (*env, *qstate, *qstate) {
 func find(t *testing.T, q *qstate, body string) *msgIdx {
 	t.Helper()
 	for _, m := range q.msgs {
-		if b, err := q.b.loadBody(q.ent.id, m.bodyRef); err == nil && string(b.Body) == body {
+		if b, err := q.b.loadBody(q.ent.id, m); err == nil && string(b.Body) == body {
 			return m
 		}
 	}
@@ -124,9 +124,9 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 		}, "has 2 credit while 2 messages are available"},
 		{"cache differs from store", func(t *testing.T, e *env, q, s *qstate) {
 			m := find(t, q, "ttl1")
-			c := *e.b.cache.get(cacheKey{q.ent.id, m.bodyRef})
+			c := *e.b.cache.get(m)
 			c.Properties = map[string]any{"x": int64(1)}
-			e.b.cache.put(cacheKey{q.ent.id, m.bodyRef}, &c)
+			e.b.cache.put(m, &c)
 		}, "the cached copy differs from the store in Properties"},
 		{"sequence numbers", func(t *testing.T, e *env, q, s *qstate) { q.ent.seq.next = 2 }, "not below the next sequence number 2"},
 	}

@@ -130,7 +130,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	}
 	bases := make([]*Message, len(ms))
 	for i, m := range ms {
-		if bases[i], err = b.loadBody(e.id, m.bodyRef); err != nil {
+		if bases[i], err = b.loadBody(e.id, m); err != nil {
 			return fail(err)
 		}
 	}

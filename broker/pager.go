@@ -107,6 +107,7 @@ func (q *qstate) addCold(m *msgIdx) {
 // index, keeping it counted, as cold; q.mu is held.
 func (q *qstate) evictCold(m *msgIdx) {
 	delete(q.msgs, m.seq)
+	q.b.cache.drop(m) // a page-in makes a new index entry
 	q.markCold(m.seq)
 }
 

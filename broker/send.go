@@ -219,7 +219,7 @@ func (q *qstate) publishPlacement(p *placement) int {
 		q.addCold(p.m)
 	} else {
 		q.insert(p.m)
-		q.b.cache.put(cacheKey{q.ent.id, p.m.bodyRef}, p.msg)
+		q.b.cache.put(p.m, p.msg)
 	}
 	if p.reason != "" {
 		q.b.obs.DeadLettered(q.ent.path(), p.reason)
@@ -742,7 +742,7 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		h.m.pending = false
 		if err == nil {
 			h.q.remove(h.m)
-			b.cache.drop(cacheKey{h.q.ent.id, h.m.bodyRef})
+			b.cache.drop(h.m)
 		}
 		h.q.mu.Unlock()
 	}

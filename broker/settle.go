@@ -71,7 +71,7 @@ func (mv *move) prepare() error {
 	if len(mv.props) == 0 && !mv.setDL && !mv.needBody {
 		return nil
 	}
-	base, err := mv.q.b.loadBody(mv.q.ent.id, mv.m.bodyRef)
+	base, err := mv.q.b.loadBody(mv.q.ent.id, mv.m)
 	if err != nil {
 		return err
 	}
@@ -200,11 +200,10 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			}
 			continue
 		}
-		key := cacheKey{q.ent.id, m.bodyRef}
 		switch mv.kind {
 		case mvDelete, mvForward:
 			q.remove(m)
-			b.cache.drop(key)
+			b.cache.drop(m)
 			if mv.kind == mvForward && !mv.transfer && mv.reason != "" {
 				b.obs.DeadLettered(q.ent.path(), mv.reason)
 			}
@@ -215,7 +214,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			q.setPlace(m, mv.sub, mv.state)
 			m.deliveries = mv.deliveries
 			if mv.msg != nil {
-				b.cache.put(key, mv.msg)
+				b.cache.put(m, mv.msg)
 			}
 			q.route(m)
 			if mv.sub != SubqueueMain && mv.reason != "" {

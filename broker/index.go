@@ -63,9 +63,10 @@ type msgIdx struct {
 	deliveries uint32
 	sub        Subqueue
 	state      MessageState
-	pending    bool  // a store commit changing this message is in flight
-	hidx       int32 // position in an availability heap, -1 when not available
-	sess       *session
+	pending    bool      // a store commit changing this message is in flight
+	once       bool      // its records were written once, by this process (deleteMessageKeys)
+	hidx       int32     // position in an availability heap, -1 when not available
+	sess       *session  // its session, for a session entity
 	lk         *msgLock  // nil when not locked
 	dl         *deadline // scheduled activation or TTL expiry
 	// body is the cached message (headers, properties, body), nil when

@@ -17,6 +17,9 @@ func (e *env) checkOnCleanup(b *Broker) {
 		if err := b.checkInvariants(); err != nil {
 			e.t.Errorf("broker invariants violated at the end of the test:\n%v", err)
 		}
+		if n := e.st.DeleteOnceViolations(); n > 0 {
+			e.t.Errorf("%d batches deleted with DeleteOnce a key written more than once", n)
+		}
 	})
 }
 

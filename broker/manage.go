@@ -143,6 +143,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			if m.sub == SubqueueMain {
 				mm := m.meta()
 				mm.deliveries++
+				m.wroteAgain()
 				bt.Set(msgKey(e.id, m.sub, m.seq), encodeMeta(&mm))
 			}
 		}

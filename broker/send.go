@@ -642,7 +642,7 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 		q.undecided(sub, seq)
 		q.mu.Unlock()
 	}
-	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: int32(size), sub: sub, hidx: -1}
+	mi := &msgIdx{seq: seq, bodyRef: seq, enqueued: now, size: int32(size), sub: sub, hidx: -1, once: true}
 	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
 		mi.state = StateScheduled
 		mi.scheduled = satNano(m.ScheduledEnqueueTime)
@@ -749,8 +749,21 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 	return err
 }
 
-// deleteMessageKeys deletes the records of message m of entity eid.
+// deleteMessageKeys deletes the records of message m of entity eid: with
+// the store's delete-once when this process wrote them once and never
+// again (m.once), so that on the embedded store a message sent and
+// completed within one memtable leaves nothing behind, not even a
+// tombstone to flush and compact.
 func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
+	if m.once {
+		bt.DeleteOnce(bt.msgKey(eid, m.sub, m.seq))
+		bt.DeleteOnce(bt.bodyKey(eid, m.bodyRef))
+		return
+	}
 	bt.Delete(bt.msgKey(eid, m.sub, m.seq))
 	bt.Delete(bt.bodyKey(eid, m.bodyRef))
 }
+
+// wroteAgain records that m's records are written again (a rewrite, a
+// move): their deletion must be a plain one from now on.
+func (m *msgIdx) wroteAgain() { m.once = false }

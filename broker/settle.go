@@ -103,6 +103,7 @@ func (mv *move) prepare() error {
 
 // write stores a rewritten message's records.
 func (mv *move) write(bt *batchBuf) {
+	mv.m.wroteAgain()
 	id := mv.q.ent.id
 	if mv.sub != mv.m.sub {
 		bt.Delete(bt.msgKey(id, mv.m.sub, mv.m.seq))
@@ -148,6 +149,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		case mvDelete:
 			deleteMessageKeys(&tx.bt, id, mv.m)
 		case mvActivate:
+			mv.m.wroteAgain()
 			tx.bt.Delete(tx.bt.msgKey(id, SubqueueMain, mv.m.seq))
 			tx.bt.Set(tx.bt.msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
 		case mvForward:
@@ -171,6 +173,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 				}
 				if mv.transfer {
 					mv.kind = mvActivate
+					mv.m.wroteAgain()
 					tx.bt.Delete(tx.bt.msgKey(id, SubqueueMain, mv.m.seq))
 					tx.bt.Set(tx.bt.msgKey(id, SubqueueMain, mv.newSeq), mv.meta)
 					continue

@@ -109,7 +109,12 @@ const (
 
 // Op is one operation of a Batch.
 type Op struct {
-	Kind  OpKind
+	Kind OpKind
+	// Once, on an OpDelete, says the key was set exactly once since it
+	// was created, and never written again (DeleteOnce). A store may then
+	// drop the key's value and this deletion together, leaving no
+	// tombstone; one that cannot treats it as a plain delete.
+	Once  bool
 	Key   []byte
 	Value []byte // OpSet
 	End   []byte // OpDeleteRange
@@ -145,6 +150,13 @@ func (b *Batch) Set(key, value []byte) {
 
 // Delete removes key.
 func (b *Batch) Delete(key []byte) { b.Ops = append(b.Ops, Op{Kind: OpDelete, Key: key}) }
+
+// DeleteOnce removes a key that was set exactly once and never written
+// again (see Op.Once). The caller must be sure: on the embedded store a
+// key deleted this way after two writes may have its older value come back.
+func (b *Batch) DeleteOnce(key []byte) {
+	b.Ops = append(b.Ops, Op{Kind: OpDelete, Once: true, Key: key})
+}
 
 // DeleteRange removes every key in [start, end).
 func (b *Batch) DeleteRange(start, end []byte) {

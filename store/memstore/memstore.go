@@ -10,6 +10,8 @@ package memstore
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -28,6 +30,12 @@ type data struct {
 	mu      sync.RWMutex
 	list    *skiplist
 	watches store.Watchers
+	// writes counts the sets of each key since it was last deleted, to
+	// hold DeleteOnce to its contract (a key written at most once):
+	// memstore refuses a batch that breaks it, where the embedded store
+	// would let an older value come back.
+	writes     map[string]int
+	violations int
 }
 
 // Store is an in-memory, ordered key/value store. It is safe for concurrent
@@ -45,7 +53,7 @@ var _ store.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New() *Store {
-	return &Store{d: &data{list: newSkiplist()}}
+	return &Store{d: &data{list: newSkiplist(), writes: map[string]int{}}}
 }
 
 // Reopen returns a new handle over the data committed through s, as a
@@ -88,15 +96,27 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		s.d.mu.Unlock()
 		return nil
 	}
+	if err := s.d.checkOnce(ops); err != nil {
+		s.d.violations++
+		s.d.mu.Unlock()
+		return err
+	}
 	for _, op := range ops {
 		switch op.Kind {
 		case store.OpSet:
 			l.set(op.Key, op.Value)
+			s.d.writes[string(op.Key)]++
 		case store.OpDelete:
 			l.delete(op.Key)
+			delete(s.d.writes, string(op.Key))
 		case store.OpDeleteRange:
 			if !store.EmptyRange(op.Key, op.End) {
 				l.deleteRange(op.Key, op.End)
+				for k := range s.d.writes {
+					if k >= string(op.Key) && k < string(op.End) {
+						delete(s.d.writes, k)
+					}
+				}
 			}
 		}
 	}
@@ -106,6 +126,52 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 	s.ops.Add(uint64(len(ops)))
 	s.bytes.Add(uint64(b.Bytes()))
 	return nil
+}
+
+// checkOnce refuses ops when one deletes with DeleteOnce a key set more than
+// once since its last deletion (counting the sets of ops before it).
+func (d *data) checkOnce(ops []store.Op) error {
+	if !slices.ContainsFunc(ops, func(op store.Op) bool { return op.Once }) {
+		return nil
+	}
+	local := map[string]int{} // counts changed by ops, before the DeleteOnce
+	count := func(k string) int {
+		if n, ok := local[k]; ok {
+			return n
+		}
+		return d.writes[k]
+	}
+	for _, op := range ops {
+		switch op.Kind {
+		case store.OpSet:
+			local[string(op.Key)] = count(string(op.Key)) + 1
+		case store.OpDelete:
+			if n := count(string(op.Key)); op.Once && n > 1 {
+				return fmt.Errorf("store/memstore: DeleteOnce of key %x, set %d times since it was created (DeleteOnce is for keys set once)", op.Key, n)
+			}
+			local[string(op.Key)] = 0
+		case store.OpDeleteRange:
+			for k := range d.writes {
+				if k >= string(op.Key) && k < string(op.End) {
+					local[k] = 0
+				}
+			}
+			for k := range local {
+				if k >= string(op.Key) && k < string(op.End) {
+					local[k] = 0
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// DeleteOnceViolations is how many batches were refused for deleting with
+// DeleteOnce a key set more than once (tests require none).
+func (s *Store) DeleteOnceViolations() int {
+	s.d.mu.RLock()
+	defer s.d.mu.RUnlock()
+	return s.d.violations
 }
 
 // copyOps copies the keys and values of sets (which the skiplist keeps) into

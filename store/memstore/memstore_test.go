@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -68,5 +69,45 @@ func TestScanWhileDeleting(t *testing.T) {
 	}
 	if err := s.Scan(context.Background(), nil, nil, func(k, _ []byte) error { return fmt.Errorf("left %q", k) }); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeleteOnceOfAKeyWrittenTwiceIsRefused: memstore holds callers to the
+// contract the embedded store cannot check (there, the older value could
+// come back).
+func TestDeleteOnceOfAKeyWrittenTwiceIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := memstore.New()
+	defer s.Close()
+	for _, v := range []string{"1", "2"} {
+		var b store.Batch
+		b.Set([]byte("k"), []byte(v))
+		if err := s.Commit(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b store.Batch
+	b.Set([]byte("other"), []byte("x"))
+	b.DeleteOnce([]byte("k"))
+	if err := s.Commit(ctx, &b); err == nil {
+		t.Fatal("DeleteOnce of a key set twice was accepted")
+	}
+	if n := s.DeleteOnceViolations(); n != 1 {
+		t.Fatalf("%d violations, want 1", n)
+	}
+	// Nothing of the refused batch applied.
+	if v, err := s.Get(ctx, []byte("k")); err != nil || string(v) != "2" {
+		t.Fatalf("k = %q, %v after the refused batch", v, err)
+	}
+	if _, err := s.Get(ctx, []byte("other")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("other: %v, want not found", err)
+	}
+	// Within one batch: set twice, then DeleteOnce.
+	b = store.Batch{}
+	b.Set([]byte("j"), []byte("1"))
+	b.Set([]byte("j"), []byte("2"))
+	b.DeleteOnce([]byte("j"))
+	if err := s.Commit(ctx, &b); err == nil {
+		t.Fatal("DeleteOnce after two sets in one batch was accepted")
 	}
 }

@@ -370,7 +370,15 @@ func encode(pb *pebble.Batch, ops []*store.Op) error {
 		case store.OpSet:
 			err = pb.Set(op.Key, op.Value, nil)
 		case store.OpDelete:
-			err = pb.Delete(op.Key, nil)
+			if op.Once {
+				// Pebble drops a SET and a SINGLEDEL when they meet in a
+				// flush or compaction: a message written and completed
+				// within one memtable never reaches a table file, not
+				// even as a tombstone.
+				err = pb.SingleDelete(op.Key, nil)
+			} else {
+				err = pb.Delete(op.Key, nil)
+			}
 		case store.OpDeleteRange:
 			if !store.EmptyRange(op.Key, op.End) {
 				err = pb.DeleteRange(op.Key, op.End, nil)

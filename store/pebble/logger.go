@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -40,7 +41,7 @@ func line(format string, args []any) string {
 // WAL and table files) at Debug through slogLogger, and the ones an operator
 // must see at Warn or Error: write stalls (every producer waits), a slow
 // disk, low disk space and background errors.
-func eventListener(l *slog.Logger) *pebble.EventListener {
+func eventListener(l *slog.Logger, misuses *atomic.Uint64) *pebble.EventListener {
 	el := pebble.MakeLoggingEventListener(slogLogger{l})
 	el.WriteStallBegin = func(info pebble.WriteStallBeginInfo) {
 		l.Warn("store write stall: commits wait for compaction", "engine", "pebble", "reason", info.Reason)
@@ -55,6 +56,13 @@ func eventListener(l *slog.Logger) *pebble.EventListener {
 	el.LowDiskSpace = func(info pebble.LowDiskSpaceInfo) {
 		l.Warn("store disk space low", "engine", "pebble", "avail_bytes", info.AvailBytes,
 			"total_bytes", info.TotalBytes, "below_percent", info.PercentThreshold)
+	}
+	el.PossibleAPIMisuse = func(info pebble.PossibleAPIMisuseInfo) {
+		// A single deletion (Batch.DeleteOnce) met a key written more than
+		// once: its older value may come back. A bug in the caller.
+		misuses.Add(1)
+		l.Error("store: a key deleted as written once was written more than once (a bug: please report it)",
+			"engine", "pebble", "kind", info.Kind.String(), "key", fmt.Sprintf("%x", info.UserKey))
 	}
 	el.BackgroundError = func(err error) {
 		l.Error("store background error", "engine", "pebble", "err", err)

@@ -111,13 +111,13 @@ func (o *Options) setDefaults() {
 }
 
 // pebbleOptions translates o into Pebble's options, tuned for a queue.
-func (o *Options) pebbleOptions(cache *pebble.Cache, fs vfs.FS) *pebble.Options {
+func (o *Options) pebbleOptions(cache *pebble.Cache, fs vfs.FS, misuses *atomic.Uint64) *pebble.Options {
 	po := &pebble.Options{
 		Cache:              cache,
 		FS:                 fs,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             slogLogger{o.Logger},
-		EventListener:      eventListener(o.Logger),
+		EventListener:      eventListener(o.Logger, misuses),
 		MemTableSize:       o.MemTableSize,
 		// Up to four memtables may queue for flushing before writes stall,
 		// so a slow flush on a busy 2-core machine delays acks less often.
@@ -161,6 +161,9 @@ type Store struct {
 	syncs   atomic.Uint64
 	ops     atomic.Uint64
 	bytes   atomic.Uint64
+	// misuses counts single deletions Pebble saw meet a key written more
+	// than once (Batch.DeleteOnce used wrongly; logged at Error).
+	misuses atomic.Uint64
 }
 
 const closedBit = int64(1) << 62
@@ -174,7 +177,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	s := &Store{dir: dir, opts: opts, drained: make(chan struct{})}
 	fs := &syncCountingFS{FS: opts.fs, syncs: &s.syncs}
-	db, err := pebble.Open(dir, opts.pebbleOptions(cache, fs))
+	db, err := pebble.Open(dir, opts.pebbleOptions(cache, fs, &s.misuses))
 	if err != nil {
 		return nil, fmt.Errorf("store/pebble: open %s: %w", dir, err)
 	}
@@ -315,6 +318,11 @@ func (s *Store) Stats() store.Stats {
 		BytesWritten: s.bytes.Load(),
 	}
 }
+
+// SingleDeleteMisuses is how many times Pebble saw a deletion made with
+// Batch.DeleteOnce meet a key written more than once (each is logged at
+// Error). Tests require it to stay zero.
+func (s *Store) SingleDeleteMisuses() uint64 { return s.misuses.Load() }
 
 // Checkpoint writes a consistent copy of the store, as of the call, into
 // destDir, which must not exist. Files are hard-linked where the file system

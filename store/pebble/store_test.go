@@ -612,3 +612,74 @@ func TestSortOpsKeepsEachKeysOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteOnceLeavesNothingAtFlush: keys set once and deleted with
+// DeleteOnce within one memtable leave no tombstone in the table files,
+// where a plain delete leaves one per key; and Pebble's check of the
+// contract is wired to SingleDeleteMisuses and the log.
+func TestDeleteOnceLeavesNothingAtFlush(t *testing.T) {
+	ctx := context.Background()
+	flushed := func(once bool) (tombstones uint64, s *Store) {
+		s, err := Open(t.TempDir(), Options{Linger: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		for i := range 100 {
+			var b store.Batch
+			b.Set([]byte(key("k", i)), make([]byte, 1024))
+			if err := s.Commit(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 100 {
+			var b store.Batch
+			if once {
+				b.DeleteOnce([]byte(key("k", i)))
+			} else {
+				b.Delete([]byte(key("k", i)))
+			}
+			if err := s.Commit(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		m := s.db.Metrics()
+		for _, l := range m.Levels {
+			tombstones += uint64(l.TablesCount)
+		}
+		return tombstones, s
+	}
+	if tables, _ := flushed(false); tables == 0 {
+		t.Fatal("plain deletes flushed no table: the test cannot tell")
+	}
+	tables, s := flushed(true)
+	if tables != 0 {
+		t.Fatalf("%d tables after flushing keys set once and deleted once, want none", tables)
+	}
+	if n := s.SingleDeleteMisuses(); n != 0 {
+		t.Fatalf("%d misuses reported for a correct use", n)
+	}
+
+	// A key set twice and deleted once: Pebble reports it when the three
+	// meet (here, at the flush).
+	var b store.Batch
+	b.Set([]byte("twice"), []byte("old"))
+	b.Set([]byte("twice"), []byte("new"))
+	if err := s.Commit(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	b = store.Batch{}
+	b.DeleteOnce([]byte("twice"))
+	if err := s.Commit(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.SingleDeleteMisuses(); n == 0 {
+		t.Fatal("Pebble did not report a key set twice and deleted once")
+	}
+}

@@ -30,6 +30,32 @@ func testSetGetDelete(t *testing.T, h Harness) {
 	wantScan(t, s, nil, nil, []kv{{"b", "2"}})
 }
 
+// testDeleteOnce: a key set once and deleted with DeleteOnce is gone, also
+// after a reopen, in the same batch as other keys' writes and in a batch
+// of its own; a key set, deleted and set again may be deleted once again.
+func testDeleteOnce(t *testing.T, h Harness) {
+	s := open(t, h)
+	set(t, s, "m1", "index", "b1", "body", "m2", "index2")
+	var b store.Batch
+	b.DeleteOnce([]byte("m1"))
+	b.DeleteOnce([]byte("b1"))
+	b.Set([]byte("m3"), []byte("index3"))
+	commit(t, s, &b)
+	wantMissing(t, s, "m1")
+	wantMissing(t, s, "b1")
+	wantScan(t, s, nil, nil, []kv{{"m2", "index2"}, {"m3", "index3"}})
+
+	b = store.Batch{}
+	b.Delete([]byte("m2"))
+	commit(t, s, &b)
+	set(t, s, "m2", "again")
+	b = store.Batch{}
+	b.DeleteOnce([]byte("m2"))
+	b.DeleteOnce([]byte("m3"))
+	commit(t, s, &b)
+	wantScan(t, s, nil, nil, nil)
+}
+
 func testNotFound(t *testing.T, h Harness) {
 	s := open(t, h)
 	wantMissing(t, s, "x")

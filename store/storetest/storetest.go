@@ -37,6 +37,7 @@ func Run(t *testing.T, h Harness) {
 		fn   func(t *testing.T, h Harness)
 	}{
 		{"SetGetDelete", testSetGetDelete},
+		{"DeleteOnce", testDeleteOnce},
 		{"NotFound", testNotFound},
 		{"EmptyValueVsMissing", testEmptyValue},
 		{"DeleteRange", testDeleteRange},

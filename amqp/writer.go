@@ -3,12 +3,19 @@ package amqp
 import (
 	"errors"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/busbar-io/busbar/amqp/frames"
 )
+
+// gatherBelow: a writer woken with less than this buffered yields once
+// before it writes, to gather more (run). W4 (sessions, 1 KiB): 0.33 → 0.20
+// writes per message, broker CPU per message down about 4%, the client's
+// 10%; no change in latency at 5,000 msg/s.
+const gatherBelow = 32 << 10
 
 // minHeartbeatCheck bounds how often an idle writer wakes up, whatever
 // tiny idle timeout a peer advertises.
@@ -165,6 +172,16 @@ func (w *writer) run() {
 				}
 				wrote = false
 			}
+			w.mu.Lock()
+		}
+		if len(w.buf) < gatherBelow && !w.closing && w.err == nil {
+			// Let the goroutines that are about to append (a link's
+			// pump, settlements, send outcomes) run first: a write
+			// system call costs about 3 µs however small it is, against
+			// 0.2 µs per KiB, so fewer, larger writes are cheaper for
+			// both ends. With nothing else runnable this returns at once.
+			w.mu.Unlock()
+			runtime.Gosched()
 			w.mu.Lock()
 		}
 		if w.deferredDue.Swap(false) && w.err == nil && w.flushDeferred != nil {

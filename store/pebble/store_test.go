@@ -209,61 +209,6 @@ func TestLingerDoesNotCountReturnedCallersTwice(t *testing.T) {
 	}
 }
 
-func TestLingerBacksOffWhenCallersDoNotReturn(t *testing.T) {
-	// Open-loop callers: groups of two whose callers do not come back, each
-	// followed by a lone batch. The first lone batch's linger runs to its
-	// end; it turns lingering off for the next lingerBackoff groups, so the
-	// following lone batches are committed at once.
-	const rounds = lingerBackoff + 1
-	hook := &commitHook{}
-	var s *Store
-	var wg sync.WaitGroup
-	var releases atomic.Int32
-	queue := func(n int, what string) {
-		for i := range n {
-			wg.Go(func() {
-				if err := commitOne(s, key(what, i)); err != nil {
-					t.Error(err)
-				}
-			})
-		}
-		poll.Until(t, 30*time.Second, what+" queued", func() bool { return s.pendingLen() == n })
-	}
-	s, err := Open(t.TempDir(), Options{Linger: 50 * time.Millisecond, OnCommit: hook.onCommit,
-		afterRelease: func() {
-			// Release 1 is the seed; then, for each round, a pair and a
-			// lone batch. Each is queued while the committer is held here,
-			// after it counted what was pending.
-			r := int(releases.Add(1))
-			switch {
-			case r > 2*rounds:
-			case r%2 == 1:
-				queue(2, fmt.Sprintf("pair%d", r))
-			default:
-				queue(1, fmt.Sprintf("lone%d", r))
-			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if err := commitOne(s, "seed"); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, 30*time.Second, "every round committed", func() bool { return len(hook.calls()) == 1+2*rounds })
-	wg.Wait()
-	want := []int{1}
-	for range rounds {
-		want = append(want, 2, 1)
-	}
-	if calls := hook.calls(); !slices.Equal(calls, want) {
-		t.Fatalf("OnCommit calls (ops per group) = %v, want %v", calls, want)
-	}
-	if n := s.committer.lingered.Load(); n != 1 {
-		t.Fatalf("%d lingers ran to their end, want 1 (then %d groups without lingering)", n, lingerBackoff)
-	}
-}
-
 func TestLingerJoinsAlternatingCallers(t *testing.T) {
 	// Two closed-loop callers, one behind the other's fsync: the committer
 	// expects the one released back and commits it with the one that

@@ -460,8 +460,8 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 	q.b.obs.MessagesOut(q.ent.path(), 1)
 }
 
-// loadBody returns the stored message (headers, properties, body) with
-// body reference ref of entity eid, from the cache or the store. It must
+// loadBody returns the stored message (headers, properties, body) of index
+// entry m of entity eid, from the cache or the store (caching it). It must
 // not be called with a queue's lock held.
 func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 	if c := b.cache.get(m); c != nil {

@@ -37,19 +37,19 @@ func BenchmarkEngineW2(b *testing.B) {
 // template frame into the output buffer and patch id, tag and header.
 func BenchmarkRawPathSend(b *testing.B) {
 	body := make([]byte, 1024)
-	t, err := newRawTemplate(1, "", body, 1)
+	t, err := newRawTemplate(1, "", body)
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := []Outgoing{{Body: body}}
+	o := Outgoing{Body: body}
 	out := make([]byte, 0, 64<<10)
 	b.SetBytes(int64(len(t.frame)))
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if !t.fits(o) {
+		if !t.fits(&o) {
 			b.Fatal("template does not fit")
 		}
-		out = t.appendTo(out, uint32(i), o)
+		out = t.appendTo(out, uint32(i), &o)
 		if len(out) > 60<<10 {
 			out = out[:0]
 		}

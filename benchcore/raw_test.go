@@ -19,7 +19,7 @@ func TestRawTemplateIsAValidTransfer(t *testing.T) {
 		body[i] = byte(i)
 	}
 	for _, key := range []string{"", "k4711"} {
-		tm, err := newRawTemplate(3, key, body, 1)
+		tm, err := newRawTemplate(3, key, body)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -27,10 +27,10 @@ func TestRawTemplateIsAValidTransfer(t *testing.T) {
 		copy(msg, body)
 		EncodeHeader(msg, Header{Run: 9, ID: 77, Keyed: key != "", Key: 4711, Seq: 2})
 		o := Outgoing{Body: msg, Key: key}
-		if !tm.fits([]Outgoing{o}) {
+		if !tm.fits(&o) {
 			t.Fatal("a body differing only in its header must fit the template")
 		}
-		frame := tm.appendTo([]byte("prefix"), 0xA1B2C3D4, []Outgoing{o})[len("prefix"):]
+		frame := tm.appendTo([]byte("prefix"), 0xA1B2C3D4, &o)[len("prefix"):]
 		h, err := frames.ParseHeader(frame)
 		if err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestRawTemplateIsAValidTransfer(t *testing.T) {
 		}
 		other := append([]byte(nil), msg...)
 		other[len(other)-1]++
-		if tm.fits([]Outgoing{{Body: other, Key: key}}) || tm.fits([]Outgoing{{Body: msg, Key: key + "x"}}) || tm.fits([]Outgoing{{Body: msg[:100], Key: key}}) || tm.fits([]Outgoing{o, o}) {
+		if tm.fits(&Outgoing{Body: other, Key: key}) || tm.fits(&Outgoing{Body: msg, Key: key + "x"}) || tm.fits(&Outgoing{Body: msg[:100], Key: key}) {
 			t.Fatal("a body differing past the header, another key or another size must not fit")
 		}
 	}
@@ -227,69 +227,5 @@ func TestRawSenderSettlesRanges(t *testing.T) {
 	}
 	if b.err == nil || l.unsettled != 0 {
 		t.Fatalf("refused send: err %v, unsettled %d; want an error and 0", b.err, l.unsettled)
-	}
-}
-
-// TestRawBatchTemplateIsAServiceBusBatch decodes a batch transfer of the raw
-// client with the broker's decoder and batch splitter: one delivery of
-// message-format FormatBatch whose data sections are the messages, each with
-// its own engine header and the session id as group-id (and the envelope
-// carrying the first message's properties, as the SDKs send it).
-func TestRawBatchTemplateIsAServiceBusBatch(t *testing.T) {
-	body := make([]byte, 300)
-	for i := range body {
-		body[i] = byte(i)
-	}
-	for _, key := range []string{"", "k4711"} {
-		const n = 10
-		tm, err := newRawTemplate(5, key, body, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs := make([]Outgoing, n)
-		for i := range msgs {
-			m := append([]byte(nil), body...)
-			EncodeHeader(m, Header{Run: 9, ID: uint64(100 + i), Keyed: key != "", Key: 4711, Seq: uint32(i)})
-			msgs[i] = Outgoing{Body: m, Key: key}
-		}
-		if !tm.fits(msgs) || tm.fits(msgs[:n-1]) {
-			t.Fatal("a batch template must fit exactly its number of messages")
-		}
-		frame := tm.appendTo(nil, 42, msgs)
-		h, err := frames.ParseHeader(frame)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := frames.Decode(h, frame)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := b.(*frames.Transfer)
-		if *tr.DeliveryID != 42 || tr.MessageFormat == nil || *tr.MessageFormat != message.FormatBatch {
-			t.Fatalf("transfer %+v, want delivery 42 of format FormatBatch", tr)
-		}
-		env, err := message.Parse(tr.Payload)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if key != "" && (env.Properties == nil || env.Properties.GroupID != key) {
-			t.Fatalf("envelope properties %+v, want the first message's group-id", env.Properties)
-		}
-		parts, err := message.SplitBatch(tr.Payload)
-		if err != nil || len(parts) != n {
-			t.Fatalf("SplitBatch: %d parts, %v; want %d", len(parts), err, n)
-		}
-		for i, p := range parts {
-			m, err := message.Parse(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if key != "" && (m.Properties == nil || m.Properties.GroupID != key) {
-				t.Fatalf("message %d properties %+v, want group-id %q", i, m.Properties, key)
-			}
-			if m.Body.Kind != message.BodyData || len(m.Body.Data) != 1 || !bytes.Equal(m.Body.Data[0], msgs[i].Body) {
-				t.Fatalf("message %d: not its own body as one data section", i)
-			}
-		}
 	}
 }

@@ -381,16 +381,13 @@ func (l *rawLink) waitAnswered(ctx context.Context) error {
 }
 
 // rawTemplate is one pre-encoded transfer frame: only the delivery id and
-// tag, and the engine's header inside each body, change from send to send.
-// A template of n > 1 messages is a Service Bus batch (message-format
-// FormatBatch), one delivery for all of them, as the SDKs send a message
-// batch.
+// tag, and the engine's header inside the body, change from message to
+// message.
 type rawTemplate struct {
 	frame  []byte
 	key    string
-	n      int    // messages in the frame
 	body   []byte // the body the frame was built from
-	hdrOff []int  // where each message's body starts in frame
+	hdrOff int    // where the body's first byte lies in frame
 }
 
 // Offsets in a template frame: an 8-byte frame header, the transfer's
@@ -399,140 +396,64 @@ const (
 	tmplChannelOff = 6
 	tmplIDOff      = 8 + 3 + 3 + 5 + 1 // after handle, past the uint constructor
 	tmplTagOff     = tmplIDOff + 4 + 2 // past the vbin8 constructor and length
-	tmplPerfSize   = 8 + 3 + 3 + 5 + 5 + 10 + 5 + 1
+	tmplPerfSize   = 8 + 3 + 3 + 5 + 5 + 10 + 1 + 1
 )
 
-// newRawTemplate encodes a transfer of n messages of body (each with
-// group-id key when key is not empty) on channel ch, handle 0, unsettled:
-// one message, or a batch of n.
-func newRawTemplate(ch uint16, key string, body []byte, n int) (*rawTemplate, error) {
-	f := make([]byte, tmplPerfSize, tmplPerfSize+n*(len(body)+32)+64)
+// newRawTemplate encodes a transfer of body (with group-id key when key is
+// not empty) on channel ch, handle 0, unsettled.
+func newRawTemplate(ch uint16, key string, body []byte) (*rawTemplate, error) {
+	f := make([]byte, tmplPerfSize, tmplPerfSize+len(body)+64)
 	f[4], f[5] = 2, frames.TypeAMQP
 	binary.BigEndian.PutUint16(f[tmplChannelOff:], ch)
-	format := uint32(0)
-	if n > 1 {
-		format = message.FormatBatch
-	}
 	p := f[8:8]
 	p = append(p, 0x00, 0x53, 0x14)      // transfer
-	p = append(p, 0xc0, 1+5+5+10+5+1, 5) // list8: size, count
+	p = append(p, 0xc0, 1+5+5+10+1+1, 5) // list8: size, count
 	p = append(p, 0x70, 0, 0, 0, 0)      // handle 0
 	p = append(p, 0x70, 0, 0, 0, 0)      // delivery-id (patched)
 	p = append(p, 0xa0, 8, 0, 0, 0, 0, 0, 0, 0, 0)
-	p = append(p, 0x70, byte(format>>24), byte(format>>16), byte(format>>8), byte(format)) // message-format
-	p = append(p, 0x42)                                                                    // settled false
+	p = append(p, 0x43) // message-format 0
+	p = append(p, 0x42) // settled false
 	if len(p) != tmplPerfSize-8 {
 		return nil, errors.New("raw: transfer template miscounted")
 	}
-	// one encodes a message of body; its body's offset in it is
-	// len(result)-len(body).
-	one := func(dst []byte) ([]byte, error) {
-		var err error
-		if key != "" {
-			if dst, err = message.AppendProperties(dst, &message.Properties{GroupID: key}); err != nil {
-				return nil, err
-			}
-		}
-		return message.AppendData(dst, body), nil
-	}
-	t := &rawTemplate{key: key, n: n, body: append([]byte(nil), body...)}
-	if n == 1 {
-		var err error
-		if f, err = one(f); err != nil {
+	var err error
+	if key != "" {
+		if f, err = message.AppendProperties(f, &message.Properties{GroupID: key}); err != nil {
 			return nil, err
 		}
-		t.hdrOff = []int{len(f) - len(body)}
-	} else {
-		// The envelope carries the first message's properties, as the
-		// SDKs do, then one data section per message.
-		if key != "" {
-			var err error
-			if f, err = message.AppendProperties(f, &message.Properties{GroupID: key}); err != nil {
-				return nil, err
-			}
-		}
-		inner, err := one(nil)
-		if err != nil {
-			return nil, err
-		}
-		for range n {
-			f = message.AppendData(f, inner)
-			t.hdrOff = append(t.hdrOff, len(f)-len(body))
-		}
 	}
+	f = message.AppendData(f, body)
 	binary.BigEndian.PutUint32(f, uint32(len(f)))
-	t.frame = f
-	return t, nil
+	return &rawTemplate{frame: f, key: key, body: append([]byte(nil), body...), hdrOff: len(f) - len(body)}, nil
 }
 
-// fits reports whether t encodes msgs apart from the engine's headers.
-func (t *rawTemplate) fits(msgs []Outgoing) bool {
-	if t == nil || t.n != len(msgs) {
-		return false
-	}
-	for i := range msgs {
-		o := &msgs[i]
-		if t.key != o.Key || len(t.body) != len(o.Body) || !bytes.Equal(t.body[HeaderSize:], o.Body[HeaderSize:]) {
-			return false
-		}
-	}
-	return true
+// fits reports whether t encodes o apart from the engine's header.
+func (t *rawTemplate) fits(o *Outgoing) bool {
+	return t != nil && t.key == o.Key && len(t.body) == len(o.Body) && bytes.Equal(t.body[HeaderSize:], o.Body[HeaderSize:])
 }
 
-// appendTo appends t's frame for delivery id with msgs' headers.
-func (t *rawTemplate) appendTo(dst []byte, id uint32, msgs []Outgoing) []byte {
+// appendTo appends t's frame for delivery id with o's header.
+func (t *rawTemplate) appendTo(dst []byte, id uint32, o *Outgoing) []byte {
 	start := len(dst)
 	dst = append(dst, t.frame...)
 	f := dst[start:]
 	binary.BigEndian.PutUint32(f[tmplIDOff:], id)
 	binary.BigEndian.PutUint64(f[tmplTagOff:], uint64(id))
-	for i, off := range t.hdrOff {
-		copy(f[off:off+HeaderSize], msgs[i].Body[:HeaderSize])
-	}
+	copy(f[t.hdrOff:t.hdrOff+HeaderSize], o.Body[:HeaderSize])
 	return dst
 }
 
-// batchable reports whether msgs can go as one batch: more than one, all
-// of one key and one size (a producer's sends are).
-func batchable(msgs []Outgoing) bool {
-	if len(msgs) < 2 {
-		return false
-	}
-	for i := range msgs {
-		if msgs[i].Key != msgs[0].Key || len(msgs[i].Body) != len(msgs[0].Body) {
-			return false
-		}
-	}
-	return true
-}
-
-// send transfers msgs as credit allows and waits until the broker has
-// settled them: as one batch delivery when they fit one frame (as an SDK's
-// SendMessageBatch does), otherwise one frame each.
+// send transfers msgs (one frame each, from templates) as credit allows
+// and waits until the broker has settled every one.
 func (l *rawLink) send(ctx context.Context, msgs []Outgoing, cache *rawTemplate) (*rawTemplate, error) {
 	c := l.s.c
-	per := 1 // messages per delivery
-	if batchable(msgs) {
-		per = len(msgs)
-		if !cache.fits(msgs) {
-			t, err := newRawTemplate(l.s.ch, msgs[0].Key, msgs[0].Body, per)
-			if err != nil {
-				return cache, err
-			}
-			cache = t
-		}
-		if !cache.fits(msgs) || uint32(len(cache.frame)) > c.peerMax {
-			per = 1 // different bodies, or too large for one frame
-		}
-	}
-	w := &rawWaiter{left: len(msgs) / per, done: make(chan struct{})}
+	w := &rawWaiter{left: len(msgs), done: make(chan struct{})}
 	t := cache
 	for i := 0; i < len(msgs); {
 		// Templates are built outside the lock.
-		group := msgs[i : i+per]
-		if !t.fits(group) {
+		if !t.fits(&msgs[i]) {
 			var err error
-			if t, err = newRawTemplate(l.s.ch, group[0].Key, group[0].Body, per); err != nil {
+			if t, err = newRawTemplate(l.s.ch, msgs[i].Key, msgs[i].Body); err != nil {
 				return t, err
 			}
 			if uint32(len(t.frame)) > c.peerMax {
@@ -551,16 +472,16 @@ func (l *rawLink) send(ctx context.Context, msgs []Outgoing, cache *rawTemplate)
 		default:
 		}
 		s := l.s
-		for i < len(msgs) && l.credit > 0 && s.remoteIncoming > 0 && l.unsettled < rawRing && t.fits(msgs[i:i+per]) {
+		for i < len(msgs) && l.credit > 0 && s.remoteIncoming > 0 && l.unsettled < rawRing && t.fits(&msgs[i]) {
 			id := s.nextOutgoing
-			c.out = t.appendTo(c.out, id, msgs[i:i+per])
+			c.out = t.appendTo(c.out, id, &msgs[i])
 			l.ring[id&(rawRing-1)] = w
 			s.nextOutgoing++
 			s.remoteIncoming--
 			l.credit--
 			l.deliveryCount++
 			l.unsettled++
-			i += per
+			i++
 		}
 		more := l.credit > 0 && s.remoteIncoming > 0 && l.unsettled < rawRing
 		c.mu.Unlock()

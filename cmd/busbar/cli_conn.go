@@ -19,7 +19,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
 	"github.com/busbar-io/busbar/isoduration"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // Environment variables the connection flags fall back to.
@@ -155,18 +157,15 @@ func loadProfile(name string) (profile, error) {
 
 // endpointHost returns the host[:port] of a connection string's Endpoint.
 func endpointHost(cs string) (string, error) {
-	for _, kv := range strings.Split(cs, ";") {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
-			continue
-		}
-		u, err := url.Parse(strings.TrimSpace(v))
-		if err != nil || u.Host == "" {
-			return "", usageErrorf("connection string: Endpoint %q is not a URL like sb://localhost", v)
-		}
-		return u.Host, nil
+	ep := sas.ParseConnectionString(cs).Endpoint
+	if ep == "" {
+		return "", usageErrorf("connection string has no Endpoint")
 	}
-	return "", usageErrorf("connection string has no Endpoint")
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" {
+		return "", usageErrorf("connection string: Endpoint %q is not a URL like sb://localhost", ep)
+	}
+	return u.Host, nil
 }
 
 // withEndpoint returns cs with its Endpoint replaced by sb://host.

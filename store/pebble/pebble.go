@@ -182,7 +182,10 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store/pebble: open %s: %w", dir, err)
 	}
 	s.db = db
-	s.committer.start(s)
+	if err := s.committer.start(s); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	s.startSpaceGuard()
 	return s, nil
 }

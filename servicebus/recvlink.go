@@ -31,6 +31,12 @@ type recvLink struct {
 
 	wake    chan struct{}
 	settleQ serial[amqp.Outcome]
+	// releaseQ applies released outcomes, which write nothing, apart from
+	// settleQ, so that they are not answered only after the commit of
+	// completions queued before them: the Go SDK releases what reaches a
+	// link between two ReceiveMessages calls and its next call waits for
+	// those answers.
+	releaseQ serial[amqp.Outcome]
 
 	mu      sync.Mutex
 	pending []*broker.Message // delivered by the broker, not yet sent
@@ -64,6 +70,7 @@ func (c *conn) attachReceiver(s *amqp.Sender, addr Address) (amqp.SenderHandler,
 	}
 	l := &recvLink{c: c, s: s, path: addr.Path(), wake: make(chan struct{}, 1)}
 	l.settleQ.run = l.settleBatch
+	l.releaseQ.run = l.settleBatch
 	remote := s.Remote()
 	if remote.SndSettleMode == frames.SenderSettleSettled {
 		l.mode = broker.ReceiveAndDelete
@@ -250,6 +257,10 @@ func (l *recvLink) Outcome(_ *amqp.Sender, o amqp.Outcome) {
 		return
 	}
 	o.Tag = append([]byte(nil), o.Tag...)
+	if _, ok := o.State.(*frames.Released); ok {
+		l.releaseQ.push(o)
+		return
+	}
 	l.settleQ.push(o)
 }
 
@@ -414,6 +425,7 @@ func (l *recvLink) Detach(*amqp.Sender, error) {
 		// connection's reader takes the next frame, so that a client that
 		// attaches again at once finds the session free.
 		l.settleQ.wait()
+		l.releaseQ.wait()
 		_ = l.cons.Close()
 	}
 	l.c.h.metrics.LinkDetached(l.path, true)

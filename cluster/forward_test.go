@@ -191,10 +191,18 @@ func TestAnyNodeServesAnyClient(t *testing.T) {
 		}
 		defer rcv.Close(ctx)
 		m := receiveN(ctx, t, rcv, 1)[0]
-		poll.Until(t, 20*time.Second, "the lock to expire", func() bool {
-			ms, err := rcv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: m.SequenceNumber})
-			return err == nil && len(ms) == 1 && time.Now().After(*m.LockedUntil) && ms[0].State == azservicebus.MessageStateActive
-		})
+		// LockedUntil comes as an AMQP timestamp, in whole milliseconds
+		// and truncated, while the broker's lock runs to the nanosecond:
+		// up to 1 ms past LockedUntil, completing still succeeds. From
+		// LockedUntil + 1 ms the lock has expired.
+		expired := m.LockedUntil.Add(time.Millisecond)
+		poll.Until(t, 20*time.Second, "the lock to expire", func() bool { return !time.Now().Before(expired) })
+		// The message is still there, to be received again: only its lock
+		// is gone.
+		ms, err := rcv.PeekMessages(ctx, 1, &azservicebus.PeekMessagesOptions{FromSequenceNumber: m.SequenceNumber})
+		if err != nil || len(ms) != 1 || *ms[0].SequenceNumber != *m.SequenceNumber || ms[0].State != azservicebus.MessageStateActive {
+			t.Fatalf("peek after the lock expired: %d messages, %v; want message %d, active", len(ms), err, *m.SequenceNumber)
+		}
 		var sbErr *azservicebus.Error
 		if err := rcv.CompleteMessage(ctx, m, nil); !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
 			t.Fatalf("completing after the lock expired: %v, want the broker's lock-lost verdict", err)

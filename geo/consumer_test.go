@@ -3,6 +3,7 @@ package geo_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -126,6 +127,7 @@ func TestConsumerDiesMidMessage(t *testing.T) {
 		je, jw := w.journal(t, pgEast), w.journal(t, nil)
 		entered := make(chan struct{})
 		release := make(chan struct{})
+		unblock := sync.OnceFunc(func() { close(release) })
 		var late atomic.Value
 		hung := func(ctx context.Context, wk *geo.Work) error {
 			if wk.Position == 3 {
@@ -143,14 +145,21 @@ func TestConsumerDiesMidMessage(t *testing.T) {
 			return err
 		}, geo.ConsumerOptions{Granularity: g, Lease: time.Second})
 		run(t, ce)
+		// Cleanups run last first: the hung handler returns before the
+		// consumer is closed, also when the test fails before unblocking it.
+		t.Cleanup(unblock)
 		sendAll(t, s, []string{"ship"}, 1, 6)
-		<-entered
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the primary did not reach message 3 within 30s")
+		}
 		pgEast.Cut()
 		cw := consumer(t, west, jw, w.handler(jw, nil), geo.ConsumerOptions{Granularity: g, Lease: time.Second})
 		run(t, cw)
 		w.waitApplied(t, 6, 30*time.Second)
 		pgEast.Restore("")
-		close(release)
+		unblock()
 		poll.Until(t, 20*time.Second, "the primary's late finish", func() bool { return late.Load() != nil })
 		// Its claim was lost: the finish is refused (a version conflict) or
 		// never attempted (its context cancelled when the lease ran out).

@@ -325,16 +325,27 @@ func (w *world) waitApplied(t testing.TB, n int, timeout time.Duration) {
 	poll.Until(t, timeout, fmt.Sprintf("%d effects", n), func() bool { return len(w.applied(t)) >= n })
 }
 
-// run starts a consumer and closes it when the test ends.
+// run starts a consumer and closes it when the test ends. Close waits for
+// the handlers in flight even after its deadline, so a handler that never
+// returns would hang the test's end: that fails the test instead.
 func run(t testing.TB, c *geo.Consumer) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(context.Background()) }()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = c.Close(ctx)
-		<-done
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.Close(ctx)
+			<-done
+		}()
+		select {
+		case <-stopped:
+		case <-time.After(30 * time.Second):
+			t.Errorf("consumer %s still running 30s after Close: a handler that does not return", c.Owner())
+		}
 	})
 }
 

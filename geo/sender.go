@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -23,7 +24,9 @@ const DefaultDelay = 15 * time.Second
 type SenderOptions struct {
 	// Delay is how much later than the primary copy the secondary copy
 	// becomes available (its ScheduledEnqueueTime). Zero: DefaultDelay;
-	// negative: no delay.
+	// negative: no delay. The secondary copies of one session are
+	// scheduled at least a millisecond apart, in the order of the calls to
+	// Send (see Sender.Send).
 	Delay time.Duration
 	// Straggler bounds how long a Send waits for the second namespace
 	// once the first has accepted (default 2 seconds): a namespace that is
@@ -41,7 +44,15 @@ type Sender struct {
 	primary, secondary *azservicebus.Sender
 	delay, straggler   time.Duration
 	clock              clock.Clock
+
+	mu      sync.Mutex
+	last    map[string]time.Time // session → its last secondary copy's ScheduledEnqueueTime
+	pruneAt int                  // len(last) at which stale entries are dropped
 }
+
+// minPrune is the size below which the map of last scheduled times is not
+// pruned.
+const minPrune = 1024
 
 // NewSender returns a Sender over a sender of the same queue or topic in
 // each namespace.
@@ -52,7 +63,8 @@ func NewSender(primary, secondary *azservicebus.Sender, o *SenderOptions) (*Send
 	if o == nil {
 		o = &SenderOptions{}
 	}
-	s := &Sender{primary: primary, secondary: secondary, delay: o.Delay, straggler: o.Straggler, clock: o.Clock}
+	s := &Sender{primary: primary, secondary: secondary, delay: o.Delay, straggler: o.Straggler, clock: o.Clock,
+		last: map[string]time.Time{}, pruneAt: minPrune}
 	if s.straggler <= 0 {
 		s.straggler = 2 * time.Second
 	}
@@ -100,6 +112,18 @@ var ErrNotSent = errors.New("geo: neither namespace accepted the message")
 // again is safe where the entities have duplicate detection on (and the
 // consumer completes a copy whose position is done in any case). m is not
 // modified.
+//
+// The secondary copies of a session must become available in the order of
+// their positions: the consumer handles a session's messages in the order
+// the namespace delivers them, and waits at position k+1 for k, so a copy
+// of k behind k+1 in the secondary would stall the session there once the
+// primary region is gone. A scheduled message is ordered by when it
+// becomes active, and Service Bus keeps ScheduledEnqueueTime in whole
+// milliseconds and says nothing of the order of copies due in the same
+// one (Busbar activates them in any order). So each secondary copy of a
+// session is scheduled at least a millisecond after the one Send scheduled
+// before it: send a session's positions one after another, each once the
+// Send of the one before returned.
 func (s *Sender) Send(ctx context.Context, m *azservicebus.Message, position int64) (Sent, error) {
 	if m == nil || m.MessageID == nil || *m.MessageID == "" || m.SessionID == nil || *m.SessionID == "" {
 		return Sent{}, errors.New("geo: Send needs a message with a MessageID and a SessionID")
@@ -110,7 +134,7 @@ func (s *Sender) Send(ctx context.Context, m *azservicebus.Message, position int
 	first := withPosition(m, position)
 	second := withPosition(m, position)
 	if s.delay > 0 {
-		at := s.clock.Now().Add(s.delay)
+		at := s.scheduleAt(*m.SessionID)
 		second.ScheduledEnqueueTime = &at
 	}
 	type result struct {
@@ -143,6 +167,33 @@ func (s *Sender) Send(ctx context.Context, m *azservicebus.Message, position int
 		return sent, fmt.Errorf("%w: primary: %w; secondary: %w", ErrNotSent, sent.Primary, sent.Secondary)
 	}
 	return sent, nil
+}
+
+// scheduleAt returns when the secondary copy of the next message of
+// session becomes available: Delay from now, in whole milliseconds (the
+// resolution of ScheduledEnqueueTime on the wire), and at least a
+// millisecond after the session's copy scheduled before, so that the
+// copies of a session become active in the order they were sent.
+func (s *Sender) scheduleAt(session string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	base := s.clock.Now().Add(s.delay).Truncate(time.Millisecond)
+	at := base
+	if last, ok := s.last[session]; ok && !at.After(last) {
+		at = last.Add(time.Millisecond)
+	}
+	s.last[session] = at
+	if len(s.last) >= s.pruneAt {
+		// A session whose last copy is due before base needs no entry:
+		// its next copy gets base or later anyway.
+		for sid, t := range s.last {
+			if t.Before(base) {
+				delete(s.last, sid)
+			}
+		}
+		s.pruneAt = max(minPrune, 2*len(s.last))
+	}
+	return at
 }
 
 // withPosition returns a shallow copy of m with its own application

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/geo"
 	"github.com/busbar-io/busbar/processor"
 )
@@ -67,6 +68,56 @@ func TestSenderReportsWhichAccepted(t *testing.T) {
 		}
 		if m.State != azservicebus.MessageStateScheduled || m.ScheduledEnqueueTime == nil || time.Until(*m.ScheduledEnqueueTime) < 50*time.Minute {
 			t.Errorf("copy %s: state %v scheduled for %v, want about an hour from now", m.MessageID, m.State, m.ScheduledEnqueueTime)
+		}
+	}
+}
+
+// TestSecondaryCopiesKeepTheirOrder: the copies of a session sent within
+// one millisecond (here: on a clock that does not move) still become
+// active in the secondary in the order of their positions. Service Bus
+// keeps ScheduledEnqueueTime to the millisecond, and Busbar activates the
+// copies due in the same one in any order; a copy of k behind k+1 would
+// stall the secondary's consumer at k+1 for good once the primary is gone
+// (TestConsumerDiesMidMessage).
+func TestSecondaryCopiesKeepTheirOrder(t *testing.T) {
+	east, west := newRegion(t, "east"), newRegion(t, "west")
+	frozen := clock.NewFake(time.Now())
+	s, err := geo.NewSender(newSender(t, east.client), newSender(t, west.client), &geo.SenderOptions{Delay: 200 * time.Millisecond, Clock: frozen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	sendAll(t, s, []string{"ship"}, 1, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := west.client.AcceptSessionForQueue(ctx, queue, "ship", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	var got []int64
+	var last time.Time
+	for len(got) < n {
+		msgs, err := r.ReceiveMessages(ctx, n-len(got), nil)
+		if err != nil {
+			t.Fatalf("after positions %v: %v", got, err)
+		}
+		for _, m := range msgs {
+			pos, err := geo.Position(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, pos)
+			if m.ScheduledEnqueueTime == nil || !m.ScheduledEnqueueTime.After(last) {
+				t.Errorf("position %d scheduled for %v, not after the copy before it (%v)", pos, m.ScheduledEnqueueTime, last)
+			} else {
+				last = *m.ScheduledEnqueueTime
+			}
+		}
+	}
+	for i, pos := range got {
+		if pos != int64(i+1) {
+			t.Fatalf("the secondary delivered positions %v, want 1..%d in order", got, n)
 		}
 	}
 }

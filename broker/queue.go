@@ -98,7 +98,7 @@ func (q *qstate) setDeadline(m *msgIdx, when int64) {
 	if m.dl == nil {
 		m.dl = &deadline{index: -1, kind: dlMessage, q: q, m: m}
 	}
-	q.b.wheel.set(m.dl, when)
+	q.b.wheel.setOrdered(m.dl, when, m.seq)
 }
 
 func (q *qstate) clearDeadline(m *msgIdx) {

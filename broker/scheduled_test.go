@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -194,4 +195,33 @@ func TestScheduleEachIsAtomic(t *testing.T) {
 	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "a")
 	e.clk.Advance(time.Minute)
 	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "b")
+}
+
+// Messages scheduled for the same instant become active in the order they
+// were sent, and so take ascending sequence numbers in that order: a
+// session's FIFO holds for copies sent with one ScheduledEnqueueTime (the
+// geo package's secondary copies, sent a millisecond or less apart).
+func TestScheduledForOneInstantActivateInSendOrder(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{})
+	at := t0.Add(time.Minute)
+	var want []string
+	for i := range 40 {
+		body := fmt.Sprintf("m%02d", i)
+		want = append(want, body)
+		if i%2 == 0 {
+			e.send("q", &Message{Body: []byte(body), ScheduledEnqueueTime: at})
+		} else {
+			_, err := e.b.Schedule(e.ctx, "q", at, []*Message{msg(body)})
+			e.must(err)
+		}
+	}
+	e.clk.Advance(time.Minute)
+	got := e.receive("q", ReceiveAndDelete, 100)
+	wantBodies(t, got, want...)
+	for i := 1; i < len(got); i++ {
+		if got[i].SequenceNumber <= got[i-1].SequenceNumber {
+			t.Fatalf("%s has sequence number %d after %s's %d", got[i].Body, got[i].SequenceNumber, got[i-1].Body, got[i-1].SequenceNumber)
+		}
+	}
 }

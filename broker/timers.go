@@ -21,7 +21,8 @@ const (
 // deadline is one entry of the namespace's deadline heap. Owners embed or
 // point to it; index is its heap position (-1 when not armed).
 type deadline struct {
-	when  int64 // unix nanoseconds
+	when  int64  // unix nanoseconds
+	tie   uint64 // orders deadlines of one instant: a message's sequence number
 	index int32
 	kind  dlKind
 	q     *qstate
@@ -40,6 +41,7 @@ type wheel struct {
 	h       []*deadline
 	timer   clock.Timer
 	armedAt int64 // deadline the timer is armed for; 0 = not armed
+	firing  bool  // a fire loop is running
 	run     func(due []*deadline, now int64)
 	closed  bool
 }
@@ -52,7 +54,20 @@ func newWheel(clk clock.Clock, run func(due []*deadline, now int64)) *wheel {
 func (w *wheel) set(d *deadline, when int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d.when = when
+	w.setLocked(d, when, d.tie)
+}
+
+// setOrdered arms (or moves) d to fire at when, after the deadlines of the
+// same instant with a lower tie: scheduled messages due together activate
+// (and take their new sequence numbers) in the order they were sent.
+func (w *wheel) setOrdered(d *deadline, when int64, tie uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.setLocked(d, when, tie)
+}
+
+func (w *wheel) setLocked(d *deadline, when int64, tie uint64) {
+	d.when, d.tie = when, tie
 	if d.index >= 0 && int(d.index) < len(w.h) && w.h[d.index] == d {
 		w.fix(int(d.index))
 	} else {
@@ -115,8 +130,20 @@ func (w *wheel) armLocked() {
 	}
 }
 
-// fire runs every due deadline, then re-arms for the next one.
+// fire runs every due deadline, in order, then re-arms for the next one.
+// One fire loop runs at a time: a timer that fires while a loop runs (it
+// was armed by a set meanwhile) leaves the due deadlines to that loop,
+// which looks again before it stops, so that deadlines due later are never
+// run beside, and perhaps before, earlier ones.
 func (w *wheel) fire() {
+	w.mu.Lock()
+	w.armedAt = 0
+	if w.firing {
+		w.mu.Unlock()
+		return
+	}
+	w.firing = true
+	w.mu.Unlock()
 	for {
 		w.mu.Lock()
 		w.armedAt = 0
@@ -128,6 +155,7 @@ func (w *wheel) fire() {
 			due = append(due, d)
 		}
 		if len(due) == 0 {
+			w.firing = false
 			w.armLocked()
 			w.mu.Unlock()
 			return
@@ -146,7 +174,10 @@ func (w *wheel) close() {
 	}
 }
 
-func (w *wheel) less(i, j int) bool { return w.h[i].when < w.h[j].when }
+func (w *wheel) less(i, j int) bool {
+	a, b := w.h[i], w.h[j]
+	return a.when < b.when || a.when == b.when && a.tie < b.tie
+}
 func (w *wheel) swap(i, j int) {
 	w.h[i], w.h[j] = w.h[j], w.h[i]
 	w.h[i].index = int32(i)

@@ -42,6 +42,13 @@ type BusbarConfig struct {
 	SettleFirst bool
 	// Prefetch is the most messages one receive asks for (default 100).
 	Prefetch int
+	// ReceiveWait is how long the sdk client's ReceiveMessages keeps
+	// gathering after the first message on a queue without sessions (its
+	// TimeAfterFirstMessage; default 1 ms). The SDK waits on a Go timer,
+	// which an idle process fires only to the millisecond: a wait under a
+	// millisecond costs about one, and asking for 1 µs returns what has
+	// arrived as soon as the first message is there.
+	ReceiveWait time.Duration
 	// SessionIdle is how long a session consumer waits on an empty session
 	// before moving to the next (default 1 s); a session whose last message
 	// (marked by the engine) has been delivered is left at once.
@@ -59,6 +66,9 @@ type BusbarConfig struct {
 func (c *BusbarConfig) defaults() {
 	if c.Prefetch <= 0 {
 		c.Prefetch = 100
+	}
+	if c.ReceiveWait <= 0 {
+		c.ReceiveWait = time.Millisecond
 	}
 	if c.SessionPrefetch <= 0 {
 		c.SessionPrefetch = 1

@@ -128,9 +128,10 @@ func (c *sdkConsumer) mode() azservicebus.ReceiveMode {
 	return azservicebus.ReceiveModePeekLock
 }
 
-// receiveOpts keeps ReceiveMessages from lingering after the first message
-// (20 ms in peek-lock and 1 s in receive-and-delete by default), which would
-// add up to that much to every latency at low rates.
+// Without sessions, ReceiveMessages gathers for BusbarConfig.ReceiveWait
+// after the first message instead of the SDK's default (20 ms in peek-lock
+// and 1 s in receive-and-delete), which would add up to that much to every
+// latency at low rates.
 //
 // Sessions are different. In peek-lock the SDK releases every message that
 // reaches the link between two ReceiveMessages calls (its "releaser"), and a
@@ -139,10 +140,7 @@ func (c *sdkConsumer) mode() azservicebus.ReceiveMode {
 // 20,000). Asking for one message per call (SessionPrefetch 1, the default)
 // leaves no spare credit and so nothing to release; above 1 the SDK's 20 ms
 // gathering time is kept to make it rare.
-var (
-	receiveOpts        = &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: time.Millisecond}
-	sessionReceiveOpts = &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: 20 * time.Millisecond}
-)
+var sessionReceiveOpts = &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: 20 * time.Millisecond}
 
 // Run implements Consumer.
 func (c *sdkConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
@@ -197,6 +195,7 @@ func (c *sdkConsumer) oneSession(ctx context.Context, deliver DeliverFunc) error
 // message of the session's key was delivered or nothing arrives for idle.
 func (c *sdkConsumer) drain(ctx context.Context, r sdkReceiver, st *settler, deliver DeliverFunc, idle time.Duration) (int, error) {
 	n := 0
+	receiveOpts := &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: c.d.cfg.ReceiveWait}
 	for ctx.Err() == nil {
 		rctx, cancel := ctx, context.CancelFunc(func() {})
 		if idle > 0 {

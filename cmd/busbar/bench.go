@@ -64,6 +64,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.ReceiveAndDelete, "receive-and-delete", false, "receive-and-delete instead of peek-lock and complete")
 	fs.BoolVar(&cfg.SettleFirst, "settle-first", false, "raw client, peek-lock: settled dispositions the broker does not answer (default: unsettled, each answered once the complete is applied, as the SDKs do); not with --keys")
 	fs.IntVar(&cfg.Prefetch, "prefetch", 100, "most messages asked for per receive (link credit)")
+	fs.DurationVar(&cfg.ReceiveWait, "receive-wait", time.Millisecond, "how long a receive keeps gathering after its first message (sdk client, queues without sessions: the SDK's TimeAfterFirstMessage)")
 	fs.DurationVar(&cfg.SessionIdle, "session-idle", time.Second, "how long a session consumer waits on an empty session before taking the next")
 	fs.IntVar(&cfg.SessionPrefetch, "session-prefetch", 1, "most messages asked for per receive on a session (sdk client; above 1 the SDK may release and reorder)")
 	fs.IntVar(&cfg.ConcurrentSessions, "concurrent-sessions", 8, "sessions each consumer works on at once in keyed runs")

@@ -15,6 +15,7 @@ import (
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/console/ops"
 	"github.com/busbar-io/busbar/server"
+	"github.com/busbar-io/busbar/store/pebble"
 )
 
 // TestTLSWithCustomEndpoint: a connection string without
@@ -154,5 +155,31 @@ func TestServeConsolePipelineDB(t *testing.T) {
 	}
 	if _, err := g.options(nil); err == nil || !strings.Contains(err.Error(), "--console-pipeline-db: postgres://db/app: name the pipeline's work queue") {
 		t.Fatalf("a URL without busbar_queue: %v", err)
+	}
+}
+
+// --commit-linger reaches the store: its default, a value, and 0 for no
+// wait (the store's negative; the store's own 0 would mean its default).
+func TestServeCommitLinger(t *testing.T) {
+	t.Setenv("BUSBAR_COMMIT_LINGER", "")
+	for _, c := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, pebble.DefaultLinger},
+		{[]string{"--commit-linger", "1ms"}, time.Millisecond},
+		{[]string{"--commit-linger", "0"}, -1},
+	} {
+		var f serveFlags
+		if err := newServeFlagSet(&f, os.Stderr).Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		opts, err := f.options(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if opts.CommitLinger != c.want {
+			t.Errorf("%v: CommitLinger %v, want %v", c.args, opts.CommitLinger, c.want)
+		}
 	}
 }

@@ -9,7 +9,8 @@
 //
 // On Linux a Timer is a timerfd read through the runtime's network poller:
 // the kernel's high-resolution timer makes the descriptor readable, which
-// wakes the poller at once. Elsewhere it is a time.Timer.
+// wakes the poller at once. Elsewhere, and where the system refuses a
+// timerfd, it is a time.Timer.
 package finetimer
 
 import (

@@ -1,7 +1,6 @@
 package finetimer
 
 import (
-	"fmt"
 	"os"
 	"time"
 
@@ -9,17 +8,25 @@ import (
 )
 
 // sysTimer is a timerfd whose expirations a goroutine reads through the
-// runtime's poller.
+// runtime's poller; where the system refuses a timerfd (a sandbox), a
+// time.Timer.
 type sysTimer struct {
 	fd   int
 	file *os.File
 	done chan struct{}
+
+	fallback *time.Timer
 }
 
+// timerfdCreate is unix.TimerfdCreate; tests refuse it.
+var timerfdCreate = unix.TimerfdCreate
+
 func (s *sysTimer) open(expired func()) error {
-	fd, err := unix.TimerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
+	fd, err := timerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
-		return fmt.Errorf("finetimer: timerfd_create: %w", err)
+		s.fallback = time.AfterFunc(time.Hour, expired)
+		s.fallback.Stop()
+		return nil
 	}
 	// A non-blocking descriptor becomes a pollable File: Read parks the
 	// goroutine in the network poller instead of blocking a thread.
@@ -40,6 +47,10 @@ func (s *sysTimer) read(expired func()) {
 }
 
 func (s *sysTimer) arm(d time.Duration) {
+	if s.fallback != nil {
+		s.fallback.Reset(d)
+		return
+	}
 	if d <= 0 {
 		d = 1 // a zero it_value would disarm the timerfd
 	}
@@ -50,6 +61,10 @@ func (s *sysTimer) arm(d time.Duration) {
 }
 
 func (s *sysTimer) close() error {
+	if s.fallback != nil {
+		s.fallback.Stop()
+		return nil
+	}
 	err := s.file.Close()
 	<-s.done
 	return err

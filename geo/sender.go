@@ -120,7 +120,8 @@ var ErrNotSent = errors.New("geo: neither namespace accepted the message")
 // primary region is gone. A scheduled message is ordered by when it
 // becomes active, and Service Bus keeps ScheduledEnqueueTime in whole
 // milliseconds and says nothing of the order of copies due in the same
-// one (Busbar activates them in any order). So each secondary copy of a
+// one (Busbar activates them in send order; this does not count on it).
+// So each secondary copy of a
 // session is scheduled at least a millisecond after the one Send scheduled
 // before it: send a session's positions one after another, each once the
 // Send of the one before returned.

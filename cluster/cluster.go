@@ -742,28 +742,13 @@ func (n *Node) OwnerAddress(ctx context.Context, top uint64) (string, error) {
 // store): what a client-side router or an operator needs. An entity
 // between owners has none (found false).
 func Owner(ctx context.Context, st store.Store, name string) (node, address string, found bool, err error) {
-	tops, err := broker.ReadTops(ctx, st)
-	if err != nil {
+	node, _, err = LeaseOf(ctx, st, name)
+	if err != nil || node == "" {
 		return "", "", false, err
 	}
-	top, ok := tops[broker.FoldName(name)]
-	if !ok {
-		return "", "", false, fmt.Errorf("%w: no queue or topic named %q", broker.ErrNotFound, name)
-	}
-	v, err := st.Get(ctx, leaseKey(top))
+	hb, err := st.Get(ctx, append(bytes.Clone(nodePrefix), node...))
 	if errors.Is(err, store.ErrNotFound) {
-		return "", "", false, nil
-	}
-	if err != nil {
-		return "", "", false, err
-	}
-	l, err := decodeLease(v)
-	if err != nil || l.owner == "" {
-		return "", "", false, err
-	}
-	hb, err := st.Get(ctx, append(bytes.Clone(nodePrefix), l.owner...))
-	if errors.Is(err, store.ErrNotFound) {
-		return l.owner, "", false, nil
+		return node, "", false, nil
 	}
 	if err != nil {
 		return "", "", false, err
@@ -771,5 +756,32 @@ func Owner(ctx context.Context, st store.Store, name string) (node, address stri
 	if len(hb) < 9 {
 		return "", "", false, fmt.Errorf("cluster: heartbeat record of %d bytes", len(hb))
 	}
-	return l.owner, string(hb[9:]), true, nil
+	return node, string(hb[9:]), true, nil
+}
+
+// LeaseOf returns the holder and epoch of the lease of the queue or topic
+// named name, read from st; node is empty when no node holds it. Every
+// new lease of an entity has a higher epoch, so two reads with one epoch
+// saw one unbroken lease.
+func LeaseOf(ctx context.Context, st store.Store, name string) (node string, epoch uint64, err error) {
+	tops, err := broker.ReadTops(ctx, st)
+	if err != nil {
+		return "", 0, err
+	}
+	top, ok := tops[broker.FoldName(name)]
+	if !ok {
+		return "", 0, fmt.Errorf("%w: no queue or topic named %q", broker.ErrNotFound, name)
+	}
+	v, err := st.Get(ctx, leaseKey(top))
+	if errors.Is(err, store.ErrNotFound) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	l, err := decodeLease(v)
+	if err != nil {
+		return "", 0, err
+	}
+	return l.owner, l.epoch, nil
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/cluster"
 )
 
 // TestPausedNodeIsFenced stops the node serving a queue with SIGSTOP past
@@ -66,6 +68,10 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	if o := waitOwner(t, cl.st, queueName); o == victim {
 		t.Fatalf("the queue is served through the balancer, but its lease is still %s's", victim)
 	}
+	taker, takenEpoch, err := cluster.LeaseOf(ctx, cl.st, queueName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("queue taken over %v after SIGSTOP (lease %v)", served.Sub(stopped).Round(time.Millisecond), failoverLease)
 	routed, err := azservicebus.NewClientFromConnectionString(cl.connStr, nil)
 	if err != nil {
@@ -89,11 +95,18 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	// must be under such a lease of its own: acknowledged while another
 	// node held the queue, it would be split brain.
 	if err := <-late; err == nil {
-		if o := waitOwner(t, cl.st, queueName); o != victim {
-			t.Fatalf("the paused node acknowledged a send while %s held the queue", o)
+		// The lease the other node took must have ended since: were it
+		// still the one (same epoch), the paused node acknowledged under
+		// its old lease. The owner itself may have moved on again.
+		o, epoch, err := cluster.LeaseOf(ctx, cl.st, queueName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o == taker && epoch == takenEpoch {
+			t.Fatalf("the paused node acknowledged a send while %s held the queue under the lease it took (epoch %d)", taker, epoch)
 		}
 		acked = append(acked, "late")
-		t.Logf("the resumed node took the queue back under a new lease before it read the send in flight, and acknowledged it")
+		t.Logf("the resumed node took the queue back under a new lease before it read the send in flight, and acknowledged it (lease epoch %d → %d, now %s's)", takenEpoch, epoch, o)
 	} else {
 		t.Logf("the send in flight through the paused node: %v", err)
 	}

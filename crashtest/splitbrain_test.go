@@ -3,8 +3,11 @@
 package crashtest
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -14,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/busbar-io/busbar/cluster"
+	"github.com/busbar-io/busbar/internal/poll"
 )
 
 // TestPausedNodeIsFenced stops the node serving a queue with SIGSTOP past
@@ -56,6 +60,11 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// kill returns once the signal is sent, not once every thread has
+	// stopped: on a busy machine the node could still take the send below
+	// and commit it under its lease, a legitimate acknowledgement that
+	// this test would then judge.
+	waitStopped(t, pid)
 	stopped := time.Now()
 	late := make(chan error, 1)
 	go func() {
@@ -142,4 +151,36 @@ func TestPausedNodeIsFenced(t *testing.T) {
 		t.Fatalf("the queue holds %v, the acknowledged sends were %v", got, acked)
 	}
 	cl.stop(t)
+}
+
+// waitStopped returns once every thread of process pid is stopped (state T
+// in /proc/<pid>/task/*/stat). Where there is no /proc it returns at once.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	if _, err := os.Stat(dir); err != nil {
+		t.Logf("cannot watch the threads of %d stop (%v); going on", pid, err)
+		return
+	}
+	poll.UntilNil(t, 10*time.Second, "the paused node's threads to stop", func() error {
+		tasks, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, task := range tasks {
+			stat, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+			if err != nil {
+				continue // the thread ended
+			}
+			// pid (comm) state …: comm may hold spaces and parentheses.
+			i := bytes.LastIndexByte(stat, ')')
+			if i < 0 || i+2 >= len(stat) {
+				return fmt.Errorf("thread %s: stat %q", task.Name(), stat)
+			}
+			if st := stat[i+2]; st != 'T' && st != 't' {
+				return fmt.Errorf("thread %s is in state %c", task.Name(), st)
+			}
+		}
+		return nil
+	})
 }

@@ -21,8 +21,12 @@ import (
 // Numbers enter pend in ascending order because they are taken and entered
 // under one lock: a queue's own lock for its sends (place), the topic's
 // queue lock for the numbers a topic gives its subscriptions' copies
-// (fanout). A scheduled message that becomes active takes a new number and
-// is made available by its own move, outside this order (see activate).
+// (fanout). A scheduled message that becomes active takes a new number,
+// under the queue's lock, and enters it too (activate); committed, it is
+// held behind a lower number still pending like a send (runMoves), so a
+// send decided just before an activation is not overtaken by it. (The
+// activation of a topic's or a forwarding queue's message becomes a send
+// to its destination, and takes its numbers there.)
 type pubOrder struct {
 	pend []uint64     // decided, not yet published or aborted; ascending
 	held []*placement // committed, waiting for a lower pending number; ascending by seq

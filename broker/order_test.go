@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"testing"
@@ -129,3 +130,80 @@ func must(t *testing.T, err error) {
 }
 
 var _ store.Store = (*gatedStore)(nil)
+
+// A scheduled message that becomes active takes a new sequence number; a
+// send decided before it, with a lower number and still committing, is
+// published first: the activation waits for it (or for its failure).
+func TestActivationWaitsForAnEarlierSend(t *testing.T) {
+	for _, session := range []string{"", "s1"} {
+		for _, fail := range []bool{false, true} {
+			name := fmt.Sprintf("session %q, send fails %v", session, fail)
+			t.Run(name, func(t *testing.T) {
+				g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
+				if fail {
+					g.fail = errors.New("disk on fire")
+				}
+				clk := clock.NewFake(t0)
+				b, err := Open(context.Background(), g, Options{Clock: clk,
+					Rand: seededRand{rand.NewChaCha8([32]byte{4})}, Logger: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				ctx := context.Background()
+				must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: session != ""}))
+				m := func(body string) *Message { return &Message{Body: []byte(body), SessionID: session} }
+				if _, err := b.Schedule(ctx, "q", t0.Add(30*time.Second), []*Message{m("activated")}); err != nil {
+					t.Fatal(err)
+				}
+				s := &sink{}
+				opts := ConsumerOptions{Mode: PeekLock, Deliver: s.deliver}
+				var c *Consumer
+				if session != "" {
+					c, err = b.AcceptSession(ctx, "q", session, opts)
+				} else {
+					c, err = b.NewConsumer(ctx, "q", opts)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.AddCredit(10)
+
+				g.mu.Lock()
+				g.armed = true
+				g.mu.Unlock()
+				send := b.SendAsync(ctx, "q", []*Message{m("sent")}, nil, nil)
+				<-g.entered // the send's number is decided; its commit is held
+				clk.Advance(30 * time.Second) // within the session's lock
+				// The activation has committed (the fake clock ran it):
+				// its message must wait for the lower number.
+				if got := s.take(); len(got) != 0 {
+					t.Fatalf("delivered %q while an earlier send was still committing", bodies(got))
+				}
+				close(g.release)
+				_, err = send.Wait()
+				if fail != (err != nil) {
+					t.Fatalf("send: %v, want failure %v", err, fail)
+				}
+				want := []string{"sent", "activated"}
+				if fail {
+					want = []string{"activated"}
+				}
+				var got []*Message
+				poll.Until(t, 10*time.Second, "the deliveries", func() bool {
+					got = append(got, s.take()...)
+					return len(got) >= len(want)
+				})
+				wantBodies(t, got, want...)
+				for i := 1; i < len(got); i++ {
+					if got[i].SequenceNumber <= got[i-1].SequenceNumber {
+						t.Fatalf("delivered %d after %d", got[i].SequenceNumber, got[i-1].SequenceNumber)
+					}
+				}
+				if err := b.checkInvariants(); err != nil {
+					t.Fatalf("invariants: %v", err)
+				}
+			})
+		}
+	}
+}

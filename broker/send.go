@@ -34,6 +34,10 @@ type placement struct {
 	msg     *Message
 	reason  string      // dead-lettered on arrival, for the metric once committed
 	vis     *visibility // its txn's (order.go)
+	// activated: a scheduled message that became active, held in the
+	// publication order behind a send (settle.go, runMoves); already
+	// indexed, it is only made available.
+	activated bool
 }
 
 type dedupeUndo struct {
@@ -207,6 +211,12 @@ func (tx *txn) end(places []*placement, gates []gate, committed bool) {
 // publishPlacement indexes a committed message and routes it; it returns 1
 // for a message of the main subqueue (counted as in), else 0; q.mu is held.
 func (q *qstate) publishPlacement(p *placement) int {
+	if p.activated {
+		if q.msgs[p.m.seq] == p.m && !q.ent.deleted.Load() { // not purged meanwhile
+			q.publishActivated(p.m)
+		}
+		return 0
+	}
 	q.reserved -= int64(p.m.size)
 	q.undecided(p.m.sub, p.m.seq)
 	if q.ent.deleted.Load() {

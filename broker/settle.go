@@ -41,6 +41,7 @@ type move struct {
 	newSeq     uint64
 	mark       uint64 // sequence high-water mark to write with an activation (index.go)
 	transfer   bool   // mvForward of an activated scheduled message (auto-forwarding)
+	ordered    bool   // mvActivate whose newSeq is in q's publication order (order.go)
 	enqueued   int64
 	expires    int64
 	reason     string
@@ -189,6 +190,12 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 	err := tx.write()
 	q := w.q
 	q.mu.Lock()
+	in := 0
+	for _, mv := range moves {
+		if mv.ordered {
+			q.order.leave(mv.newSeq)
+		}
+	}
 	for _, mv := range moves {
 		m := mv.m
 		m.pending = false
@@ -233,15 +240,24 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			q.msgs[m.seq] = m
 			q.setPlace(m, SubqueueMain, StateActive)
 			m.scheduled, m.enqueued, m.expires = 0, mv.enqueued, mv.expires
-			if q.wantsCold(m) {
-				q.evictCold(m)
+			if mv.ordered && q.order.waits(m.seq) {
+				q.order.hold(&placement{q: q, m: m, activated: true, vis: &visibility{}})
 			} else {
-				q.route(m)
+				q.publishActivated(m)
 			}
 		}
 	}
+	// Sends held behind the numbers these activations had taken, and
+	// activations held behind sends, whose turn it is now.
+	for _, p := range q.order.due() {
+		in += q.publishPlacement(p)
+		p.vis.done()
+	}
 	q.dispatch(w)
 	q.mu.Unlock()
+	if in > 0 {
+		b.obs.MessagesIn(q.ent.path(), in)
+	}
 	if err == nil {
 		tx.publish()
 	}
@@ -572,6 +588,16 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 	q.b.finish(w)
 }
 
+// publishActivated makes an activated message available (or leaves it on
+// disk, cold, when the paging window is full); q.mu is held.
+func (q *qstate) publishActivated(m *msgIdx) {
+	if q.wantsCold(m) {
+		q.evictCold(m)
+	} else {
+		q.route(m)
+	}
+}
+
 // activate turns a due scheduled message into an active one with a new
 // sequence number, from memory; q.mu is held. A topic's message is fanned
 // out, a forwarding queue's forwarded: runMoves reads it for that.
@@ -595,6 +621,12 @@ func (q *qstate) activate(m *msgIdx, now int64, w *work) {
 	}
 	if dest != nil {
 		mv.kind, mv.fwd, mv.transfer, mv.needBody = mvForward, dest, true, true
+	} else {
+		// Its new number takes its place in the publication order: a
+		// send decided before it with a lower number and still committing
+		// is published first.
+		q.order.enter(seq)
+		mv.ordered = true
 	}
 	m.pending = true
 	w.moves = append(w.moves, mv)

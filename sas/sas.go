@@ -235,9 +235,38 @@ func (a *Authorizer) AuthorizeOnHost(token string, now time.Time, host, entityPa
 
 // AuthorizeTokenOnHost is AuthorizeOnHost for a parsed token.
 func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityPath string, right Right) error {
+	rule, err := a.verify(t, now, host, entityPath)
+	if err != nil {
+		return err
+	}
+	if !rule.Rights.has(right) {
+		return fmt.Errorf("%w: rule %q grants %s, the operation needs %s", ErrNoRight, rule.KeyName, rule.Rights, right)
+	}
+	return nil
+}
+
+// GrantsOnHost is AuthorizeTokenOnHost for a request whose right is not
+// known yet (a $cbs put-token): it runs every other check once, one
+// signature per key of the candidate rules, and returns the rights the
+// token's rule grants, Manage expanded to Send and Listen.
+func (a *Authorizer) GrantsOnHost(t *Token, now time.Time, host, entityPath string) (Right, error) {
+	rule, err := a.verify(t, now, host, entityPath)
+	if err != nil {
+		return 0, err
+	}
+	r := rule.Rights
+	if r&Manage != 0 {
+		r |= Send | Listen
+	}
+	return r, nil
+}
+
+// verify runs every check of AuthorizeTokenOnHost but the right's and
+// returns the rule that signed t.
+func (a *Authorizer) verify(t *Token, now time.Time, host, entityPath string) (*Rule, error) {
 	keyName, err := url.QueryUnescape(t.KeyName)
 	if err != nil {
-		return fmt.Errorf("%w: skn %q", ErrMalformed, t.KeyName)
+		return nil, fmt.Errorf("%w: skn %q", ErrMalformed, t.KeyName)
 	}
 	path := NormalizePath(entityPath)
 	candidates := a.rules[keyName]
@@ -250,11 +279,11 @@ func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityP
 		}
 	}
 	if len(candidates) == 0 {
-		return fmt.Errorf("%w: %q", ErrUnknownKey, keyName)
+		return nil, fmt.Errorf("%w: %q", ErrUnknownKey, keyName)
 	}
 	sig, err := url.QueryUnescape(t.Signature)
 	if err != nil {
-		return fmt.Errorf("%w: sig is not URL-encoded", ErrMalformed)
+		return nil, fmt.Errorf("%w: sig is not URL-encoded", ErrMalformed)
 	}
 	var rule *Rule
 	for i := range candidates {
@@ -266,25 +295,22 @@ func (a *Authorizer) AuthorizeTokenOnHost(t *Token, now time.Time, host, entityP
 		}
 	}
 	if rule == nil {
-		return fmt.Errorf("%w for key %q: the token was not signed with this rule's key", ErrBadSignature, keyName)
+		return nil, fmt.Errorf("%w for key %q: the token was not signed with this rule's key", ErrBadSignature, keyName)
 	}
 	if !now.Before(t.Expiry) {
-		return fmt.Errorf("%w: expired at %s (now %s)", ErrExpired, t.Expiry.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("%w: expired at %s (now %s)", ErrExpired, t.Expiry.Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 	}
 	res, err := url.QueryUnescape(t.Resource)
 	if err != nil {
-		return fmt.Errorf("%w: sr is not URL-encoded", ErrMalformed)
+		return nil, fmt.Errorf("%w: sr is not URL-encoded", ErrMalformed)
 	}
 	if !covers(ResourcePathOnHost(res, host), path) {
-		return fmt.Errorf("%w: token resource %q does not cover %q", ErrAudience, res, entityPath)
+		return nil, fmt.Errorf("%w: token resource %q does not cover %q", ErrAudience, res, entityPath)
 	}
 	if rule.Entity != "" && !covers(rule.Entity, path) {
-		return fmt.Errorf("%w: rule %q belongs to entity %q, not %q", ErrAudience, keyName, rule.Entity, entityPath)
+		return nil, fmt.Errorf("%w: rule %q belongs to entity %q, not %q", ErrAudience, keyName, rule.Entity, entityPath)
 	}
-	if !rule.Rights.has(right) {
-		return fmt.Errorf("%w: rule %q grants %s, the operation needs %s", ErrNoRight, keyName, rule.Rights, right)
-	}
-	return nil
+	return rule, nil
 }
 
 // covers reports whether the resource path prefix covers path, on whole

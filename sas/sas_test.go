@@ -195,3 +195,35 @@ func TestEntityRules(t *testing.T) {
 		t.Errorf("the authorizer without entity rules accepted an entity key: %v", err)
 	}
 }
+
+// GrantsOnHost runs Authorize's checks but the right's and returns what the
+// signing rule grants, Manage expanded; every failure is Authorize's.
+func TestGrantsOnHost(t *testing.T) {
+	a := testAuthorizer(t)
+	exp := now.Add(time.Hour)
+	for _, c := range []struct {
+		name    string
+		token   string
+		entity  string
+		want    Right
+		wantErr error
+	}{
+		{"manage grants all", Sign("amqp://localhost/", "RootManageSharedAccessKey", "root-key-2", exp), "orders", Manage | Send | Listen, nil},
+		{"send only", Sign("amqp://localhost/orders", "SendOnly", "send-key", exp), "orders", Send, nil},
+		{"entity rule on its entity", Sign("amqp://localhost/orders", "OrdersOnly", "orders-key", exp), "orders", Send | Listen, nil},
+		{"entity rule elsewhere", Sign("amqp://localhost/", "OrdersOnly", "orders-key", exp), "invoices", 0, ErrAudience},
+		{"expired", Sign("amqp://localhost/", "SendOnly", "send-key", now), "orders", 0, ErrExpired},
+		{"wrong key", Sign("amqp://localhost/", "SendOnly", "nope", exp), "orders", 0, ErrBadSignature},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tok, err := ParseToken(c.token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := a.GrantsOnHost(tok, now, "", c.entity)
+			if !errors.Is(err, c.wantErr) || got != c.want {
+				t.Fatalf("GrantsOnHost = %v, %v; want %v, %v", got, err, c.want, c.wantErr)
+			}
+		})
+	}
+}

@@ -76,8 +76,12 @@ func (cl *claim) renew(released func()) {
 			return
 		}
 		r := cl.current()
+		held := r.LeaseUntil
 		r.LeaseUntil = c.clock.Now().Add(c.lease)
-		err := c.journal.Renew(context.Background(), r)
+		ok, err := cl.renewWithin(r, held)
+		if !ok {
+			return
+		}
 		switch {
 		case err == nil:
 			cl.mu.Lock()
@@ -98,6 +102,32 @@ func (cl *claim) renew(released func()) {
 				return
 			}
 		}
+	}
+}
+
+// renewWithin renews r's lease in the journal, giving up when the lease
+// held now ends first: a journal that hangs instead of failing must not
+// leave this region believing it holds a claim another region may take.
+// ok is false when the claim is lost that way, or ended meanwhile.
+func (cl *claim) renewWithin(r Record, held time.Time) (ok bool, err error) {
+	c := cl.c
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // a journal that honours ctx returns
+	res := make(chan error, 1)
+	go func() { res <- c.journal.Renew(ctx, r) }()
+	ranOut := make(chan struct{})
+	t := c.clock.AfterFunc(held.Sub(c.clock.Now()), func() { close(ranOut) })
+	defer t.Stop()
+	select {
+	case err := <-res:
+		return true, err
+	case <-ranOut:
+		c.stats.journalErrors.Add(1)
+		c.report("renew", r.Key.Session, r.Key.Position, errors.New("the journal did not answer before the lease ran out"))
+		cl.lose() // another region may take over now
+		return false, nil
+	case <-cl.quit:
+		return false, nil
 	}
 }
 

@@ -173,7 +173,7 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 				g.armed = true
 				g.mu.Unlock()
 				send := b.SendAsync(ctx, "q", []*Message{m("sent")}, nil, nil)
-				<-g.entered // the send's number is decided; its commit is held
+				<-g.entered                   // the send's number is decided; its commit is held
 				clk.Advance(30 * time.Second) // within the session's lock
 				// The activation has committed (the fake clock ran it):
 				// its message must wait for the lower number.

@@ -173,8 +173,10 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 				g.armed = true
 				g.mu.Unlock()
 				send := b.SendAsync(ctx, "q", []*Message{m("sent")}, nil, nil)
-				<-g.entered                   // the send's number is decided; its commit is held
-				clk.Advance(30 * time.Second) // within the session's lock
+				// The send's number is decided; its commit is held. The
+				// scheduled message becomes active (within the session's lock).
+				<-g.entered
+				clk.Advance(30 * time.Second)
 				// The activation has committed (the fake clock ran it):
 				// its message must wait for the lower number.
 				if got := s.take(); len(got) != 0 {

@@ -4,15 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store"
-	"github.com/busbar-io/busbar/store/memstore"
 )
 
 // Two independent producers: the first decides sequence number 1 and its
@@ -50,35 +47,13 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				name += "/first fails"
 			}
 			t.Run(name, func(t *testing.T) {
-				g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
-				if fail {
-					g.fail = errors.New("disk on fire")
-				}
-				b, err := Open(context.Background(), g, Options{Clock: clock.NewFake(t0),
-					Rand: seededRand{rand.NewChaCha8([32]byte{3})}, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
+				b, g := openGated(t, clock.NewFake(t0), 3, failWith(fail))
 				ctx := context.Background()
 				sendTo, recvFrom, session := tg.setup(ctx, b)
-				s := &sink{}
-				opts := ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver}
-				var c *Consumer
-				if session != "" {
-					c, err = b.AcceptSession(ctx, recvFrom, session, opts)
-				} else {
-					c, err = b.NewConsumer(ctx, recvFrom, opts)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.AddCredit(10)
+				s := consumeInto(t, b, recvFrom, session, ReceiveAndDelete, 10)
 				m := func(body string) *Message { return &Message{Body: []byte(body), SessionID: session} }
 
-				g.mu.Lock()
-				g.armed = true
-				g.mu.Unlock()
+				g.arm()
 				first := b.SendAsync(ctx, sendTo, []*Message{m("1")}, nil, nil)
 				<-g.entered // the first producer's commit is held
 				second := b.SendAsync(ctx, sendTo, []*Message{m("2")}, nil, nil)
@@ -100,7 +75,7 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				if seqs, err := second.Wait(); err != nil || len(seqs) != 1 {
 					t.Fatalf("second send: %v %v", seqs, err)
 				}
-				_, err = first.Wait()
+				_, err := first.Wait()
 				if fail != (err != nil) {
 					t.Fatalf("first send: %v, want failure %v", err, fail)
 				}
@@ -139,39 +114,17 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 		for _, fail := range []bool{false, true} {
 			name := fmt.Sprintf("session %q, send fails %v", session, fail)
 			t.Run(name, func(t *testing.T) {
-				g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
-				if fail {
-					g.fail = errors.New("disk on fire")
-				}
 				clk := clock.NewFake(t0)
-				b, err := Open(context.Background(), g, Options{Clock: clk,
-					Rand: seededRand{rand.NewChaCha8([32]byte{4})}, Logger: slog.New(slog.DiscardHandler)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer b.Close()
+				b, g := openGated(t, clk, 4, failWith(fail))
 				ctx := context.Background()
 				must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: session != ""}))
 				m := func(body string) *Message { return &Message{Body: []byte(body), SessionID: session} }
 				if _, err := b.Schedule(ctx, "q", t0.Add(30*time.Second), []*Message{m("activated")}); err != nil {
 					t.Fatal(err)
 				}
-				s := &sink{}
-				opts := ConsumerOptions{Mode: PeekLock, Deliver: s.deliver}
-				var c *Consumer
-				if session != "" {
-					c, err = b.AcceptSession(ctx, "q", session, opts)
-				} else {
-					c, err = b.NewConsumer(ctx, "q", opts)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				c.AddCredit(10)
+				s := consumeInto(t, b, "q", session, PeekLock, 10)
 
-				g.mu.Lock()
-				g.armed = true
-				g.mu.Unlock()
+				g.arm()
 				send := b.SendAsync(ctx, "q", []*Message{m("sent")}, nil, nil)
 				// The send's number is decided; its commit is held. The
 				// scheduled message becomes active (within the session's lock).
@@ -183,7 +136,7 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 					t.Fatalf("delivered %q while an earlier send was still committing", bodies(got))
 				}
 				close(g.release)
-				_, err = send.Wait()
+				_, err := send.Wait()
 				if fail != (err != nil) {
 					t.Fatalf("send: %v, want failure %v", err, fail)
 				}
@@ -208,4 +161,12 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 			})
 		}
 	}
+}
+
+// failWith is the held commit's failure when fail is set.
+func failWith(fail bool) error {
+	if fail {
+		return errors.New("disk on fire")
+	}
+	return nil
 }

@@ -42,30 +42,59 @@ func (g *gatedStore) Commit(ctx context.Context, b *store.Batch) error {
 	return g.Store.Commit(ctx, b)
 }
 
-// A producer's pipelined sends become available in the producer's order,
-// even when a later one is durable first.
-func TestSendAsyncPublishesInTheProducersOrder(t *testing.T) {
-	g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{})}
-	b, err := Open(context.Background(), g, Options{Clock: clock.NewFake(t0), Rand: seededRand{rand.NewChaCha8([32]byte{2})},
+// arm holds the next commit.
+func (g *gatedStore) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+// openGated opens a broker on a gatedStore whose held commit fails with
+// fail (nil: succeeds), on clk, with lock tokens from seed; it is closed
+// when the test ends.
+func openGated(t *testing.T, clk clock.Clock, seed byte, fail error) (*Broker, *gatedStore) {
+	t.Helper()
+	g := &gatedStore{Store: memstore.New(), entered: make(chan struct{}), release: make(chan struct{}), fail: fail}
+	b, err := Open(context.Background(), g, Options{Clock: clk, Rand: seededRand{rand.NewChaCha8([32]byte{seed})},
 		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(func() { _ = b.Close() })
+	return b, g
+}
+
+// consumeInto attaches a consumer of path (of session when not "") that
+// delivers into a new sink, with credit.
+func consumeInto(t *testing.T, b *Broker, path, session string, mode ReceiveMode, credit int) *sink {
+	t.Helper()
+	s := &sink{}
+	opts := ConsumerOptions{Mode: mode, Deliver: s.deliver}
+	var c *Consumer
+	var err error
+	if session != "" {
+		c, err = b.AcceptSession(context.Background(), path, session, opts)
+	} else {
+		c, err = b.NewConsumer(context.Background(), path, opts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.AddCredit(credit)
+	return s
+}
+
+// A producer's pipelined sends become available in the producer's order,
+// even when a later one is durable first.
+func TestSendAsyncPublishesInTheProducersOrder(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 2, nil)
 	ctx := context.Background()
 	if err := b.CreateQueue(ctx, "q", QueueProperties{}); err != nil {
 		t.Fatal(err)
 	}
-	s := &sink{}
-	c, err := b.NewConsumer(ctx, "q", ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.AddCredit(100)
+	s := consumeInto(t, b, "q", "", ReceiveAndDelete, 100)
 
-	g.mu.Lock()
-	g.armed = true
-	g.mu.Unlock()
+	g.arm()
 	var outcomes sync.Map
 	first := b.SendAsync(ctx, "q", []*Message{msg("1"), msg("2")}, nil, func(seqs []int64, err error) { outcomes.Store("first", err) })
 	<-g.entered // the first send's commit is held

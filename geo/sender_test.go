@@ -74,11 +74,12 @@ func TestSenderReportsWhichAccepted(t *testing.T) {
 
 // TestSecondaryCopiesKeepTheirOrder: the copies of a session sent within
 // one millisecond (here: on a clock that does not move) still become
-// active in the secondary in the order of their positions. Service Bus
-// keeps ScheduledEnqueueTime to the millisecond, and Busbar activates the
-// copies due in the same one in any order; a copy of k behind k+1 would
-// stall the secondary's consumer at k+1 for good once the primary is gone
-// (TestConsumerDiesMidMessage).
+// active in the secondary in the order of their positions, each scheduled
+// after the one before. Service Bus keeps ScheduledEnqueueTime to the
+// millisecond and says nothing of the order of copies due in the same one
+// (Busbar activates them in send order, which the Sender does not count
+// on); a copy of k behind k+1 would stall the secondary's consumer at k+1
+// for good once the primary is gone (TestConsumerDiesMidMessage).
 func TestSecondaryCopiesKeepTheirOrder(t *testing.T) {
 	east, west := newRegion(t, "east"), newRegion(t, "west")
 	frozen := clock.NewFake(time.Now())

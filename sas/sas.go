@@ -66,6 +66,14 @@ func ParseRights(names []string) (Right, error) {
 	return r, nil
 }
 
+// Implied returns r with what it implies: Manage grants Send and Listen.
+func (r Right) Implied() Right {
+	if r&Manage != 0 {
+		r |= Send | Listen
+	}
+	return r
+}
+
 // has reports whether rights grant want (Manage grants everything).
 func (r Right) has(want Right) bool {
 	return r&Manage != 0 || r&want == want
@@ -254,11 +262,7 @@ func (a *Authorizer) GrantsOnHost(t *Token, now time.Time, host, entityPath stri
 	if err != nil {
 		return 0, err
 	}
-	r := rule.Rights
-	if r&Manage != 0 {
-		r |= Send | Listen
-	}
-	return r, nil
+	return rule.Rights.Implied(), nil
 }
 
 // verify runs every check of AuthorizeTokenOnHost but the right's and

@@ -227,3 +227,16 @@ func TestGrantsOnHost(t *testing.T) {
 		})
 	}
 }
+
+func TestImplied(t *testing.T) {
+	for _, c := range []struct{ in, want Right }{
+		{Manage, Manage | Send | Listen},
+		{Send, Send},
+		{Listen | Send, Listen | Send},
+		{0, 0},
+	} {
+		if got := c.in.Implied(); got != c.want {
+			t.Errorf("%s.Implied() = %s, want %s", c.in, got, c.want)
+		}
+	}
+}

@@ -19,14 +19,6 @@ type claim struct {
 	expires time.Time // zero: never
 }
 
-// expand makes Manage imply Send and Listen, as Service Bus does.
-func expand(r sas.Right) sas.Right {
-	if r&sas.Manage != 0 {
-		r |= sas.Send | sas.Listen
-	}
-	return r
-}
-
 // covers reports whether a claim on prefix applies to path (both
 // normalized): the namespace covers everything, a topic its subscriptions.
 func covers(prefix, path string) bool {

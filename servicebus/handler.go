@@ -169,7 +169,7 @@ func (h *Handler) connOf(ac *amqp.Conn) *conn {
 func (h *Handler) newConn(ac *amqp.Conn) *conn {
 	c := &conn{h: h, ac: ac, claims: map[string]claim{}, replies: map[string]*replyLink{}, sessLinks: map[string]*recvLink{}, peerConns: map[string]*peerConn{}}
 	if id, ok := ac.Identity().(plainIdentity); ok {
-		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: expand(id.rule.Rights)}
+		c.claims[sas.NormalizePath(id.rule.Entity)] = claim{rights: id.rule.Rights.Implied()}
 	}
 	return c
 }

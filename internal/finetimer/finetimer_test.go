@@ -21,24 +21,48 @@ func newTimer(t *testing.T) *Timer {
 	return tm
 }
 
-func TestFiresNoEarlierThanItsDeadline(t *testing.T) {
-	tm := newTimer(t)
+// behaviours is what a Timer does whatever it runs on: a timerfd, or the
+// time.Timer it falls back to (finetimer_linux_test.go).
+var behaviours = []struct {
+	name string
+	fn   func(t *testing.T, tm *Timer)
+}{
+	{"FiresNoEarlierThanItsDeadline", firesNoEarlierThanItsDeadline},
+	{"StopDeliversNothing", stopDeliversNothing},
+	{"ResetDropsAnUnreadDelivery", resetDropsAnUnreadDelivery},
+	{"ManyCycles", manyCycles},
+}
+
+func runBehaviours(t *testing.T) {
+	for _, b := range behaviours {
+		t.Run(b.name, func(t *testing.T) { b.fn(t, newTimer(t)) })
+	}
+}
+
+func TestTimer(t *testing.T) { runBehaviours(t) }
+
+// receive waits for tm's delivery, failing the test after 10 s.
+func receive(t *testing.T, tm *Timer, what string) {
+	t.Helper()
+	select {
+	case <-tm.C():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: never fired", what)
+	}
+}
+
+func firesNoEarlierThanItsDeadline(t *testing.T, tm *Timer) {
 	for _, d := range []time.Duration{0, time.Microsecond, 200 * time.Microsecond, 2 * time.Millisecond} {
 		start := time.Now()
 		tm.Reset(d)
-		select {
-		case <-tm.C():
-			if el := time.Since(start); el < d {
-				t.Errorf("Reset(%v) fired after %v", d, el)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("Reset(%v) never fired", d)
+		receive(t, tm, "Reset("+d.String()+")")
+		if el := time.Since(start); el < d {
+			t.Errorf("Reset(%v) fired after %v", d, el)
 		}
 	}
 }
 
-func TestStopDeliversNothing(t *testing.T) {
-	tm := newTimer(t)
+func stopDeliversNothing(t *testing.T, tm *Timer) {
 	tm.Reset(time.Millisecond)
 	tm.Stop()
 	// A sentinel timer armed later for longer: were the stopped deadline
@@ -52,8 +76,7 @@ func TestStopDeliversNothing(t *testing.T) {
 	}
 }
 
-func TestResetReplacesTheDeadlineAndDropsAnUnreadDelivery(t *testing.T) {
-	tm := newTimer(t)
+func resetDropsAnUnreadDelivery(t *testing.T, tm *Timer) {
 	tm.Reset(time.Microsecond)
 	// Wait until the first deadline has been delivered, unread.
 	if !poll.Wait(10*time.Second, func() bool { return len(tm.c) > 0 }) {
@@ -62,20 +85,19 @@ func TestResetReplacesTheDeadlineAndDropsAnUnreadDelivery(t *testing.T) {
 	start := time.Now()
 	const d = 5 * time.Millisecond
 	tm.Reset(d)
-	<-tm.C()
+	receive(t, tm, "the second deadline")
 	if el := time.Since(start); el < d {
 		t.Fatalf("after Reset(%v) the timer delivered after %v: the stale delivery survived", d, el)
 	}
 }
 
-func TestManyCycles(t *testing.T) {
-	tm := newTimer(t)
+func manyCycles(t *testing.T, tm *Timer) {
 	for i := 0; i < 200; i++ {
 		tm.Reset(50 * time.Microsecond)
 		if i%2 == 0 {
 			tm.Stop()
 			continue
 		}
-		<-tm.C()
+		receive(t, tm, "a cycle's deadline")
 	}
 }

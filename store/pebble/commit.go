@@ -268,7 +268,7 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) (pending int) 
 	}
 	// Each operation costs a few bytes of header besides its key and value.
 	pb := c.s.db.NewBatchWithSize(bytes + 16*ops)
-	sorted, inOrder := c.sorted[:0], false
+	sorted, keepOrder := c.sorted[:0], false
 	for i, r := range reqs {
 		if len(r.b.Conds) > 0 {
 			if r.err = c.checkConds(r.b.Conds, reqs[:i]); r.err != nil {
@@ -277,11 +277,11 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) (pending int) 
 		}
 		for j := range r.b.Ops {
 			op := &r.b.Ops[j]
-			inOrder = inOrder || op.Kind == store.OpDeleteRange
+			keepOrder = keepOrder || op.Kind == store.OpDeleteRange
 			sorted = append(sorted, op)
 		}
 	}
-	if !inOrder {
+	if !keepOrder {
 		sortOps(sorted)
 	}
 	err := encode(pb, sorted)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -102,6 +103,18 @@ func (s *sink) take() []*Message {
 	out := s.got
 	s.got = nil
 	return out
+}
+
+// takeN takes deliveries until there are at least n, failing the test
+// after 10 s.
+func (s *sink) takeN(t *testing.T, n int) []*Message {
+	t.Helper()
+	var got []*Message
+	poll.Until(t, 10*time.Second, fmt.Sprintf("%d deliveries", n), func() bool {
+		got = append(got, s.take()...)
+		return len(got) >= n
+	})
+	return got
 }
 
 func (e *env) consumer(path string, mode ReceiveMode) (*Consumer, *sink) {

@@ -83,11 +83,7 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				if fail {
 					want = []string{"2"}
 				}
-				var got []*Message
-				poll.Until(t, 10*time.Second, "the deliveries", func() bool {
-					got = append(got, s.take()...)
-					return len(got) >= len(want)
-				})
+				got := s.takeN(t, len(want))
 				wantBodies(t, got, want...)
 				if err := b.checkInvariants(); err != nil {
 					t.Fatalf("invariants: %v", err)
@@ -144,11 +140,7 @@ func TestActivationWaitsForAnEarlierSend(t *testing.T) {
 				if fail {
 					want = []string{"activated"}
 				}
-				var got []*Message
-				poll.Until(t, 10*time.Second, "the deliveries", func() bool {
-					got = append(got, s.take()...)
-					return len(got) >= len(want)
-				})
+				got := s.takeN(t, len(want))
 				wantBodies(t, got, want...)
 				for i := 1; i < len(got); i++ {
 					if got[i].SequenceNumber <= got[i-1].SequenceNumber {

@@ -5,15 +5,18 @@ package crashtest
 import (
 	"context"
 	"fmt"
-	"github.com/busbar-io/busbar/internal/pgtest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/busbar-io/busbar/internal/pgtest"
 )
 
 const (
@@ -160,7 +163,15 @@ func waitWorkers(t *testing.T, ld *load) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("load workers still running 30s after the kill")
+		var names []string
+		ld.running.Range(func(k, _ any) bool {
+			names = append(names, k.(string))
+			return true
+		})
+		slices.Sort(names)
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("load workers still running 30s after the kill: %s\ngoroutines:\n%s", strings.Join(names, ", "), buf)
 	}
 }
 

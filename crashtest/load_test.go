@@ -81,6 +81,7 @@ type load struct {
 	kill     chan struct{}
 	killOnce sync.Once
 	wg       sync.WaitGroup
+	running  sync.Map // worker name → struct{}, while it runs
 }
 
 // newLoad makes a round's load; x, when not nil, adds the extra entities'
@@ -97,8 +98,10 @@ func (ld *load) start(ctx context.Context, round int) {
 			connStr = ld.sessConnStr
 		}
 		ld.wg.Add(1)
+		ld.running.Store(name, struct{}{})
 		go func() {
 			defer ld.wg.Done()
+			defer ld.running.Delete(name)
 			// One try, no retries: an operation the crash interrupts fails
 			// and is recorded as unknown, instead of being repeated against
 			// the restarted broker with another outcome.

@@ -357,6 +357,10 @@ type work struct {
 	rd    []rdItem
 	pc    *pendingCommit
 	moves []*move
+	// slab holds the moves newMove makes; slabHint, when set, is how many
+	// the work is expected to make.
+	slab     []move
+	slabHint int
 }
 
 type rdItem struct {

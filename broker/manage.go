@@ -225,9 +225,10 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	}
 	sort.Slice(cand, func(i, j int) bool { return cand[i].seq < cand[j].seq })
 	cand = page(cand, 0, max)
+	w.slabHint = len(cand)
 	for _, m := range cand {
 		q.unavailable(m)
-		w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
+		w.moves = append(w.moves, w.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
 	}
 	q.mu.Unlock()
 	if err := b.finish(w); err != nil {

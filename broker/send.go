@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/internal/gopool"
+	"github.com/busbar-io/busbar/store"
 )
 
 // txn collects the store operations and in-memory placements of one
@@ -329,6 +330,7 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 	}
 	tx := b.newTxn(ctx)
 	tx.hint = len(msgs)
+	tx.bt.Ops = make([]store.Op, 0, 2*len(msgs)+1) // index and body records, and a mark
 	e.touch(tx.now)
 	// Every message is checked before any is enqueued: a batch with one bad
 	// message is refused whole and changes nothing.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/busbar-io/busbar/store"
 )
 
 type moveKind uint8
@@ -49,11 +51,18 @@ type move struct {
 	dropped    bool       // not committed: its preparation or its settlement failed
 }
 
-// newMove builds a move of m; q.mu is held. It cannot fail: everything
-// that can (reading and re-encoding the message) happens in prepare.
-func (q *qstate) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32) *move {
-	mv := &move{q: q, m: m, kind: kind, sub: sub, state: st, deliveries: d,
-		enqueued: m.enqueued, expires: m.expires, newSeq: m.seq}
+// newMove builds a move of m in w's queue; q.mu is held. It cannot fail:
+// everything that can (reading and re-encoding the message) happens in
+// prepare. Moves come from w's slab: a settlement of n messages makes one
+// allocation for its moves, not n.
+func (w *work) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32) *move {
+	if len(w.slab) == cap(w.slab) {
+		w.slab = make([]move, 0, max(1, w.slabHint))
+		w.slabHint = 0 // a second slab is sized by need, one move at a time
+	}
+	w.slab = append(w.slab, move{q: w.q, m: m, kind: kind, sub: sub, state: st, deliveries: d,
+		enqueued: m.enqueued, expires: m.expires, newSeq: m.seq})
+	mv := &w.slab[len(w.slab)-1]
 	if kind == mvRewrite || kind == mvForward {
 		mm := m.meta()
 		mm.sub, mm.state, mm.deliveries = sub, st, d
@@ -136,6 +145,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 		}
 	}
 	tx := b.newTxn(context.Background())
+	tx.bt.Ops = make([]store.Op, 0, 2*len(moves)) // most moves write two records
 	for _, mv := range moves {
 		if mv.dropped {
 			continue
@@ -328,6 +338,9 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	q.sq = nil
 	q.taking = false // the next caller takes the next round
 	q.smu.Unlock()
+	for _, r := range reqs {
+		w.slabHint += len(r.tokens)
+	}
 	moved := make([]bool, len(reqs))
 	for i, r := range reqs {
 		n := len(w.moves)
@@ -409,7 +422,7 @@ func (q *qstate) checkLock(token LockToken) (*msgIdx, error) {
 // Complete removes locked messages, in one commit.
 func (b *Broker) Complete(ctx context.Context, path string, tokens ...LockToken) error {
 	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
-		w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
+		w.moves = append(w.moves, w.newMove(m, mvDelete, m.sub, m.state, m.deliveries))
 	})
 }
 
@@ -433,7 +446,7 @@ func (b *Broker) Defer(ctx context.Context, path string, props map[string]any, t
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
 	}
 	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
-		mv := q.newMove(m, mvRewrite, m.sub, StateDeferred, m.deliveries)
+		mv := w.newMove(m, mvRewrite, m.sub, StateDeferred, m.deliveries)
 		mv.props = props
 		w.moves = append(w.moves, mv)
 	})
@@ -499,7 +512,7 @@ func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *
 	case m.sub == SubqueueMain && m.state == StateActive && m.expires != 0 && m.expires <= now:
 		q.expireWith(m, props, d, w)
 	case d != m.deliveries || len(props) > 0:
-		mv := q.newMove(m, mvRewrite, m.sub, m.state, d)
+		mv := w.newMove(m, mvRewrite, m.sub, m.state, d)
 		mv.props = props
 		w.moves = append(w.moves, mv)
 	default:
@@ -518,7 +531,7 @@ func (q *qstate) deadLetter(m *msgIdx, props map[string]any, reason, desc string
 			kind, fwd = mvForward, e
 		}
 	}
-	mv := q.newMove(m, kind, SubqueueDeadLetter, StateActive, d)
+	mv := w.newMove(m, kind, SubqueueDeadLetter, StateActive, d)
 	mv.props, mv.setDL, mv.dlReason, mv.dlDesc = props, true, reason, desc
 	mv.fwd, mv.reason = fwd, reason
 	w.moves = append(w.moves, mv)
@@ -535,7 +548,7 @@ func (q *qstate) expireWith(m *msgIdx, props map[string]any, d uint32, w *work) 
 		q.deadLetter(m, props, ReasonTTLExpired, "The message expired and was dead lettered.", d, w)
 		return
 	}
-	w.moves = append(w.moves, q.newMove(m, mvDelete, m.sub, m.state, d))
+	w.moves = append(w.moves, w.newMove(m, mvDelete, m.sub, m.state, d))
 }
 
 // onLockDeadline expires the message locks that are due.

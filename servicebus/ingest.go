@@ -52,8 +52,8 @@ func ingest(raw []byte) (*broker.Message, error) {
 	if err != nil {
 		return nil, badRequest("the message is not a valid AMQP message: %v", err)
 	}
-	p, err := message.Parse(raw)
-	if err != nil {
+	var p message.Parsed
+	if err := message.ParseInto(&p, raw); err != nil {
 		return nil, badRequest("the message is not a valid AMQP message: %v", err)
 	}
 	m := &broker.Message{}

@@ -176,6 +176,11 @@ func (l *recvLink) deliver(m *broker.Message) {
 		l.mu.Unlock()
 		return
 	}
+	if l.pending == nil {
+		// A session's link lives for a few deliveries: start with room for
+		// them rather than growing 1, 2, 4, 8.
+		l.pending = make([]*broker.Message, 0, 16)
+	}
 	l.pending = append(l.pending, m)
 	if l.avgSize == 0 {
 		l.avgSize = len(m.Body)
@@ -190,9 +195,7 @@ func (l *recvLink) deliver(m *broker.Message) {
 // none goes back to the front of the queue. It returns batch for reuse.
 func (l *recvLink) sendPending(batch []*broker.Message) []*broker.Message {
 	l.mu.Lock()
-	batch = append(batch[:0], l.pending...)
-	clear(l.pending)
-	l.pending = l.pending[:0]
+	batch, l.pending = l.pending, batch[:0] // the two buffers take turns
 	l.mu.Unlock()
 	for i, m := range batch {
 		if l.send(m) {
@@ -256,7 +259,8 @@ func (l *recvLink) Outcome(_ *amqp.Sender, o amqp.Outcome) {
 	if o.Lost || o.State == nil || l.mode != broker.PeekLock {
 		return
 	}
-	o.Tag = append([]byte(nil), o.Tag...)
+	// o.Tag is the tag send made for this delivery (amqp hands back the
+	// Message's Tag): nothing else holds or reuses it, so it needs no copy.
 	if _, ok := o.State.(*frames.Released); ok {
 		l.releaseQ.push(o)
 		return

@@ -22,8 +22,9 @@ type sendLink struct {
 	c     *conn
 	path  string
 	q     serial[inbound]
-	slots chan struct{}   // one per send in flight, at most linkPipeline
-	last  *broker.Pending // the link's latest send: the next one publishes after it
+	slots chan struct{}     // one per send in flight, at most linkPipeline
+	last  *broker.Pending   // the link's latest send: the next one publishes after it
+	msgs  []*broker.Message // run's buffer for a send's messages, reused
 }
 
 // linkPipeline is how many sends (each one commit) a sender link keeps in
@@ -128,42 +129,46 @@ func ingestDelivery(format uint32, payload []byte) ([]*broker.Message, error) {
 // pipelined (linkPipeline): run returns once they are decided, and each is
 // settled when it is durable and published.
 func (l *sendLink) run(batch []inbound) {
-	ctx := context.Background()
-	var group []*broker.Message
-	var groupOf []inbound
-	flush := func() {
-		if len(groupOf) == 0 {
-			return
-		}
-		ins := slices.Clone(groupOf) // batch is reused once run returns
-		l.slots <- struct{}{}
-		l.last = l.c.h.b.SendAsync(ctx, l.path, group, l.last, func(_ []int64, err error) {
-			defer func() { <-l.slots }()
-			if err != nil && len(ins) > 1 {
-				for i := range ins {
-					ins[i].err = l.c.h.b.Send(ctx, l.path, ins[i].msgs)
-				}
-			} else {
-				for i := range ins {
-					ins[i].err = err
-				}
-			}
-			for _, in := range ins {
-				l.settle(in)
-			}
-		})
-		group, groupOf = group[:0], groupOf[:0] // SendAsync keeps neither slice
-	}
+	start := 0 // batch[start:i] are valid deliveries not yet sent
 	for i := range batch {
 		if batch[i].err != nil {
-			flush()
+			l.sendGroup(batch[start:i])
+			start = i + 1
 			l.settle(batch[i])
-			continue
 		}
-		group = append(group, batch[i].msgs...)
-		groupOf = append(groupOf, batch[i])
 	}
-	flush()
+	l.sendGroup(batch[start:])
+}
+
+// sendGroup sends the messages of valid deliveries in one send.
+func (l *sendLink) sendGroup(group []inbound) {
+	if len(group) == 0 {
+		return
+	}
+	ctx := context.Background()
+	ins := slices.Clone(group) // the caller's batch is reused once run returns
+	msgs := l.msgs[:0]
+	for i := range ins {
+		msgs = append(msgs, ins[i].msgs...)
+	}
+	l.slots <- struct{}{}
+	l.last = l.c.h.b.SendAsync(ctx, l.path, msgs, l.last, func(_ []int64, err error) {
+		defer func() { <-l.slots }()
+		if err != nil && len(ins) > 1 {
+			for i := range ins {
+				ins[i].err = l.c.h.b.Send(ctx, l.path, ins[i].msgs)
+			}
+		} else {
+			for i := range ins {
+				ins[i].err = err
+			}
+		}
+		for _, in := range ins {
+			l.settle(in)
+		}
+	})
+	clear(msgs) // SendAsync keeps no reference to the slice
+	l.msgs = msgs[:0]
 }
 
 // settle answers a delivery: accepted, or rejected with the mapped error.

@@ -15,6 +15,7 @@ type serial[T any] struct {
 
 	mu      sync.Mutex
 	items   []T
+	spare   []T // the buffer the last run had, for the next pushes
 	running bool
 	idle    *sync.Cond // broadcast when the goroutine stops; on mu
 }
@@ -32,25 +33,25 @@ func (s *serial[T]) push(it T) {
 	gopool.Go(s.loop)
 }
 
+// loop runs the queued items in batches. Two buffers take turns, and both
+// outlive the goroutine (which stops whenever the queue is empty), so a
+// busy link queues without allocating.
 func (s *serial[T]) loop() {
-	var spare []T
-	for {
-		s.mu.Lock()
-		if len(s.items) == 0 {
-			s.running = false
-			if s.idle != nil {
-				s.idle.Broadcast()
-			}
-			s.mu.Unlock()
-			return
-		}
+	s.mu.Lock()
+	for len(s.items) > 0 {
 		batch := s.items
-		s.items = spare[:0]
+		s.items, s.spare = s.spare[:0], nil
 		s.mu.Unlock()
 		s.run(batch)
 		clear(batch)
-		spare = batch
+		s.mu.Lock()
+		s.spare = batch[:0]
 	}
+	s.running = false
+	if s.idle != nil {
+		s.idle.Broadcast()
+	}
+	s.mu.Unlock()
 }
 
 // wait returns once every item pushed before the call has been run.

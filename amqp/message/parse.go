@@ -123,32 +123,42 @@ func rankOf(code uint64) int {
 // body sections of one kind, an amqp-value only once). A message without a
 // body section parses with Body.Kind BodyNone.
 func Parse(b []byte) (*Parsed, error) {
-	p := &Parsed{raw: b, bareStart: -1}
+	p := new(Parsed)
+	if err := ParseInto(p, b); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ParseInto is Parse into p, which it overwrites: a caller on a hot path
+// can keep p on its stack.
+func ParseInto(p *Parsed, b []byte) error {
+	*p = Parsed{raw: b, bareStart: -1}
 	d := encoding.NewDecoder(b)
 	next := 0 // the lowest rank allowed next
 	for d.Len() > 0 {
 		start := d.Pos()
 		code, sym, err := d.ReadDescriptor()
 		if err != nil {
-			return nil, &ParseError{Section: "message", Offset: start, Err: err}
+			return &ParseError{Section: "message", Offset: start, Err: err}
 		}
 		if sym != nil {
 			if code = sectionCode(sym); code == 0 {
-				return nil, &ParseError{Section: "message", Offset: start, Err: fmt.Errorf("unknown section descriptor %q", sym)}
+				return &ParseError{Section: "message", Offset: start, Err: fmt.Errorf("unknown section descriptor %q", sym)}
 			}
 		}
 		if code < DescHeader || code > DescFooter {
-			return nil, &ParseError{Section: "message", Offset: start, Err: fmt.Errorf("unknown section descriptor 0x%02x", code)}
+			return &ParseError{Section: "message", Offset: start, Err: fmt.Errorf("unknown section descriptor 0x%02x", code)}
 		}
 		name := sectionName(code)
 		rank := rankOf(code)
 		if rank < next {
-			return nil, &ParseError{Section: name, Offset: start, Err: fmt.Errorf("section out of order or repeated")}
+			return &ParseError{Section: name, Offset: start, Err: fmt.Errorf("section out of order or repeated")}
 		}
 		if rank == rankBody {
 			kind := bodyKind(code)
 			if p.Body.Kind != BodyNone && (p.Body.Kind != kind || kind == BodyValue) {
-				return nil, &ParseError{Section: name, Offset: start,
+				return &ParseError{Section: name, Offset: start,
 					Err: fmt.Errorf("%s section after a %s body", name, p.Body.Kind)}
 			}
 			p.Body.Kind = kind
@@ -157,7 +167,7 @@ func Parse(b []byte) (*Parsed, error) {
 			next = rank + 1
 		}
 		if err := p.decodeSection(&d, code); err != nil {
-			return nil, &ParseError{Section: name, Offset: start, Err: err}
+			return &ParseError{Section: name, Offset: start, Err: err}
 		}
 		end := d.Pos()
 		if rank >= rankProperties && rank <= rankBody {
@@ -175,7 +185,7 @@ func Parse(b []byte) (*Parsed, error) {
 	if p.bareStart < 0 {
 		p.bareStart, p.bareEnd = p.appStart, p.appStart
 	}
-	return p, nil
+	return nil
 }
 
 func bodyKind(code uint64) BodyKind {

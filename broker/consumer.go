@@ -60,6 +60,7 @@ type Consumer struct {
 
 	omu      sync.Mutex
 	out      []outItem
+	outBuf   []outItem // out's buffer from its front: push starts there again when out empties
 	flushing bool
 	idle     *sync.Cond
 }
@@ -266,7 +267,14 @@ func (c *Consumer) notifyLost(err error) {
 // push queues a delivery; q.mu is held.
 func (c *Consumer) push(m *Message, pc *pendingCommit, lazy *lazyBody) {
 	c.omu.Lock()
+	if len(c.out) == 0 && c.outBuf != nil {
+		c.out = c.outBuf[:0] // the queue is empty: start again at the front
+	}
+	before := cap(c.out)
 	c.out = append(c.out, outItem{m, pc, lazy})
+	if cap(c.out) != before {
+		c.outBuf = c.out[:0]
+	}
 	c.omu.Unlock()
 }
 
@@ -289,6 +297,7 @@ func (c *Consumer) flush() {
 				c.omu.Unlock()
 				return
 			case 2:
+				c.out[0] = outItem{}
 				c.out = c.out[1:]
 				continue
 			}

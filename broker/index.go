@@ -116,6 +116,9 @@ type seqHeap []*msgIdx
 
 func (h *seqHeap) push(m *msgIdx) {
 	m.hidx = int32(len(*h))
+	if *h == nil {
+		*h = make(seqHeap, 0, 4) // a session's heap: skip growing through 1 and 2
+	}
 	*h = append(*h, m)
 	h.up(int(m.hidx))
 }

@@ -112,6 +112,15 @@ func (l *recvLink) Flow(*amqp.Sender, amqp.Flow) { l.wakeUp() }
 // holds up only its own link, never the broker's goroutine that delivers.
 func (l *recvLink) pump() {
 	var batch []*broker.Message
+	bp := encodeBufs.Get().(*[]byte)
+	l.buf = (*bp)[:0]
+	defer func() {
+		if cap(l.buf) <= maxPooledBuf {
+			*bp = l.buf[:0]
+			encodeBufs.Put(bp)
+		}
+		l.buf = nil
+	}()
 	for range l.wake {
 		l.mu.Lock()
 		closed, queued := l.closed, len(l.pending)
@@ -129,6 +138,14 @@ func (l *recvLink) pump() {
 		}
 	}
 }
+
+// encodeBufs passes the pumps' encoding buffers from link to link: a
+// session's link lives for a few deliveries, and growing a new buffer to
+// the messages' size for each link showed in allocation profiles.
+var encodeBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBuf is the largest buffer encodeBufs keeps.
+const maxPooledBuf = 256 << 10
 
 // grant matches the consumer's credit to the link's, within the look-ahead
 // bound. Deliveries it makes are queued, and wake the pump again.

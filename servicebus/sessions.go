@@ -159,27 +159,24 @@ func (l *recvLink) register() {
 // locked session id as the filter value (described or plain, as the client
 // sent it) and the lock's expiry in .NET ticks.
 func (l *recvLink) writeSessionReply(reply *frames.Attach, req sessionRequest) {
-	src := frames.Source{}
-	if reply.Source != nil {
-		src = *reply.Source
+	// The reply's source is the engine's copy of the client's, filter set
+	// included, and its properties are the reply's own: both are edited in
+	// place.
+	if reply.Source == nil {
+		reply.Source = &frames.Source{}
 	}
-	filter := make(encoding.Fields, len(src.Filter)+1)
-	for k, v := range src.Filter {
-		filter[k] = v
+	if reply.Source.Filter == nil {
+		reply.Source.Filter = make(encoding.Fields, 1)
 	}
 	// Go and .NET read the locked id from a described value; the JS SDK
 	// reads the filter value itself, so it gets the form it sent.
 	if req.plain {
-		filter[filterSession] = l.cons.SessionID()
+		reply.Source.Filter[filterSession] = l.cons.SessionID()
 	} else {
-		filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
+		reply.Source.Filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
 	}
-	src.Filter = filter
-	reply.Source = &src
-	props := make(encoding.Fields, len(reply.Properties)+1)
-	for k, v := range reply.Properties {
-		props[k] = v
+	if reply.Properties == nil {
+		reply.Properties = make(encoding.Fields, 1)
 	}
-	props[propLockedUntil] = dotnetTicks(l.cons.LockedUntil())
-	reply.Properties = props
+	reply.Properties[propLockedUntil] = dotnetTicks(l.cons.LockedUntil())
 }

@@ -57,6 +57,10 @@ func (s *serial[T]) loop() {
 // wait returns once every item pushed before the call has been run.
 func (s *serial[T]) wait() {
 	s.mu.Lock()
+	if !s.running && len(s.items) == 0 {
+		s.mu.Unlock()
+		return
+	}
 	if s.idle == nil {
 		s.idle = sync.NewCond(&s.mu)
 	}

@@ -16,6 +16,10 @@ type Parsed struct {
 	// appStart..appEnd is the application-properties section; when it is
 	// absent both hold the offset where it would go.
 	appStart, appEnd int
+	// props and data1 hold the properties and the first data section, so
+	// that a parse allocates neither on its own.
+	props Properties
+	data1 [1][]byte
 }
 
 // Raw returns the whole encoded message.
@@ -208,13 +212,20 @@ func (p *Parsed) decodeSection(d *encoding.Decoder, code uint64) error {
 	case DescMessageAnnotations:
 		p.MessageAnnotations, err = readAnnotations(d)
 	case DescProperties:
-		p.Properties, err = decodeProperties(d)
+		if err = decodeProperties(d, &p.props); err == nil {
+			p.Properties = &p.props
+		}
 	case DescApplicationProperties:
 		p.ApplicationProperties, err = decodeApplicationProperties(d)
 	case DescData:
 		var b []byte
 		if b, err = d.ReadBinary(); err == nil {
-			p.Body.Data = append(p.Body.Data, b)
+			if p.Body.Data == nil {
+				p.data1[0] = b
+				p.Body.Data = p.data1[:1:1]
+			} else {
+				p.Body.Data = append(p.Body.Data, b)
+			}
 		}
 	case DescAMQPSequence:
 		var v any
@@ -314,21 +325,20 @@ func readMessageID(d *encoding.Decoder, field string) (any, error) {
 	return nil, fmt.Errorf("%s at offset %d is %T, want ulong, uuid, binary or string", field, at, v)
 }
 
-func decodeProperties(d *encoding.Decoder) (*Properties, error) {
+func decodeProperties(d *encoding.Decoder, p *Properties) error {
 	f, err := openList(d)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p := &Properties{}
 	if f.next() {
 		if p.MessageID, err = readMessageID(&f.d, "message-id"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if f.next() {
 		b, err := f.d.ReadBinary()
 		if err != nil {
-			return nil, fieldErr("user-id", err)
+			return fieldErr("user-id", err)
 		}
 		p.UserID = append([]byte{}, b...)
 	}
@@ -338,52 +348,52 @@ func decodeProperties(d *encoding.Decoder) (*Properties, error) {
 	}{{"to", &p.To}, {"subject", &p.Subject}, {"reply-to", &p.ReplyTo}} {
 		if f.next() {
 			if *s.dst, err = f.d.ReadString(); err != nil {
-				return nil, fieldErr(s.name, err)
+				return fieldErr(s.name, err)
 			}
 		}
 	}
 	if f.next() {
 		if p.CorrelationID, err = readMessageID(&f.d, "correlation-id"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if f.next() {
 		if p.ContentType, err = f.d.ReadSymbol(); err != nil {
-			return nil, fieldErr("content-type", err)
+			return fieldErr("content-type", err)
 		}
 	}
 	if f.next() {
 		if p.ContentEncoding, err = f.d.ReadSymbol(); err != nil {
-			return nil, fieldErr("content-encoding", err)
+			return fieldErr("content-encoding", err)
 		}
 	}
 	if f.next() {
 		if p.AbsoluteExpiryTime, err = f.d.ReadTimestamp(); err != nil {
-			return nil, fieldErr("absolute-expiry-time", err)
+			return fieldErr("absolute-expiry-time", err)
 		}
 	}
 	if f.next() {
 		if p.CreationTime, err = f.d.ReadTimestamp(); err != nil {
-			return nil, fieldErr("creation-time", err)
+			return fieldErr("creation-time", err)
 		}
 	}
 	if f.next() {
 		if p.GroupID, err = f.d.ReadString(); err != nil {
-			return nil, fieldErr("group-id", err)
+			return fieldErr("group-id", err)
 		}
 		p.EmptyGroupID = p.GroupID == ""
 	}
 	if f.next() {
 		if p.GroupSequence, err = f.d.ReadUint32(); err != nil {
-			return nil, fieldErr("group-sequence", err)
+			return fieldErr("group-sequence", err)
 		}
 	}
 	if f.next() {
 		if p.ReplyToGroupID, err = f.d.ReadString(); err != nil {
-			return nil, fieldErr("reply-to-group-id", err)
+			return fieldErr("reply-to-group-id", err)
 		}
 	}
-	return p, nil
+	return nil
 }
 
 // decodeApplicationProperties reads a map with string keys. Values may be

@@ -364,7 +364,7 @@ type fwdRecv struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	mu       sync.Mutex
-	issued   int                        // credit given to the twin, not yet used
+	credit   relayCredit                // the twin's credit against the client's
 	drain    bool                       // the client asked for a drain
 	stopWait context.CancelFunc         // interrupts the pump's Receive
 	msgs     map[string]*goamqp.Message // unsettled, by delivery tag
@@ -460,17 +460,23 @@ func (l *fwdRecv) Flow(s *amqp.Sender, f amqp.Flow) {
 	if l.rcv == nil {
 		return // before CompleteAttach: the attach goroutine calls Flow
 	}
-	if want := int(s.Credit()) - l.issued; want > 0 && !l.drain {
-		if l.rcv.IssueCredit(uint32(want)) == nil {
-			l.issued += want
-		}
-	}
+	l.matchCreditLocked()
 	// A drain (the credit given with it, then none) is run by the pump on
 	// the twin, which then completes the client's.
 	if f.Drain {
 		l.drain = true
 		if l.stopWait != nil {
 			l.stopWait()
+		}
+	}
+}
+
+// matchCreditLocked gives the twin the client's credit it lacks; l.mu is
+// held.
+func (l *fwdRecv) matchCreditLocked() {
+	if want := l.credit.want(int(l.s.Credit())); want > 0 && !l.drain {
+		if l.rcv.IssueCredit(uint32(want)) == nil {
+			l.credit.issued += want
 		}
 	}
 }
@@ -492,7 +498,7 @@ func (l *fwdRecv) pump() {
 				}
 			}
 			l.mu.Lock()
-			l.issued = 0
+			l.credit.issued = 0
 			l.mu.Unlock()
 			_ = l.s.CompleteDrain()
 			if err != nil && l.ctx.Err() == nil {
@@ -526,10 +532,18 @@ func (l *fwdRecv) pump() {
 // forward sends one of the twin's deliveries to the client.
 func (l *fwdRecv) forward(m *goamqp.Message) bool {
 	l.mu.Lock()
-	if l.issued > 0 {
-		l.issued--
-	}
+	taken := l.credit.take()
 	l.mu.Unlock()
+	if taken {
+		defer func() {
+			// The client's credit is used now (or the link is gone): a
+			// flow that came meanwhile may have been held back.
+			l.mu.Lock()
+			l.credit.sent()
+			l.matchCreditLocked()
+			l.mu.Unlock()
+		}()
+	}
 	payload, err := m.MarshalBinary()
 	if err != nil {
 		l.fail(err)

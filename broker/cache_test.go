@@ -18,6 +18,13 @@ func cached(ms []*msgIdx) int {
 	return n
 }
 
+// putAll puts a message of cachedMsg's size for each of ms.
+func putAll(c *msgCache, ms []*msgIdx) {
+	for _, m := range ms {
+		c.put(m, cachedMsg())
+	}
+}
+
 func newEntries(n int) []*msgIdx {
 	ms := make([]*msgIdx, n)
 	for i := range ms {
@@ -32,9 +39,7 @@ func newEntries(n int) []*msgIdx {
 func TestCacheKeepsItsOldestWhenFull(t *testing.T) {
 	c := cacheOf(10)
 	ms := newEntries(15)
-	for _, m := range ms {
-		c.put(m, cachedMsg())
-	}
+	putAll(c, ms)
 	if n := cached(ms[:10]); n != 10 {
 		t.Fatalf("%d of the 10 oldest messages cached, want all", n)
 	}
@@ -48,9 +53,7 @@ func TestCacheKeepsItsOldestWhenFull(t *testing.T) {
 		c.drop(m)
 	}
 	more := newEntries(4)
-	for _, m := range more {
-		c.put(m, cachedMsg())
-	}
+	putAll(c, more)
 	if n := cached(more); n != 3 {
 		t.Fatalf("%d of 4 new messages cached after 3 were dropped, want 3", n)
 	}
@@ -65,9 +68,7 @@ func TestCacheKeepsItsOldestWhenFull(t *testing.T) {
 func TestCacheEvictsStaleEntries(t *testing.T) {
 	c := cacheOf(10)
 	idle := newEntries(10)
-	for _, m := range idle {
-		c.put(m, cachedMsg())
-	}
+	putAll(c, idle)
 	// Traffic on another queue: each message is put, refused (full), and
 	// dropped once delivered, until the oldest idle entry was cached more
 	// than staleAfter × 10 puts ago.
@@ -80,9 +81,7 @@ func TestCacheEvictsStaleEntries(t *testing.T) {
 		c.drop(m)
 	}
 	next := newEntries(3)
-	for _, m := range next {
-		c.put(m, cachedMsg())
-	}
+	putAll(c, next)
 	if n := cached(next); n != 3 {
 		t.Fatalf("%d of 3 messages cached once the idle entries went stale, want 3", n)
 	}
@@ -99,9 +98,7 @@ func TestCacheEvictsStaleEntries(t *testing.T) {
 func TestCacheDropsAnOldVersionItCannotReplace(t *testing.T) {
 	c := cacheOf(8)
 	ms := newEntries(8)
-	for _, m := range ms {
-		c.put(m, cachedMsg())
-	}
+	putAll(c, ms)
 	bigger := &Message{Body: make([]byte, 1744)}
 	c.put(ms[7], bigger)
 	if got := ms[7].body.Load(); got != nil {

@@ -479,6 +479,7 @@ func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
 
 // deliverTo routes m into entity e: a topic fans out, a forwarding entity
 // forwards, anything else stores it. It returns the sequence number in e.
+// Like place, it keeps and changes m.
 func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 	scheduled := !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now)
 	if e.kind == kindTopic {
@@ -558,12 +559,17 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 			if !sp.DLOnFilterException {
 				continue
 			}
-			if _, err := tx.place(s, m, SubqueueDeadLetter, seq, ReasonFilterEvaluation, ferr.Error()); err != nil {
+			dl := *m // m goes to every subscription: each takes a copy
+			if _, err := tx.place(s, &dl, SubqueueDeadLetter, seq, ReasonFilterEvaluation, ferr.Error()); err != nil {
 				return 0, err
 			}
 			continue
 		}
 		for i, c := range copies {
+			if c == m { // the copy of the rules without an action: every subscription sees m
+				own := *m
+				c = &own
+			}
 			// The first copy has the topic's sequence number; further
 			// copies (rules with actions) take sequence numbers of their
 			// own from the topic, so they never collide in the subscription.
@@ -608,17 +614,17 @@ func expiry(enqueued int64, ttl time.Duration) int64 {
 }
 
 // place stores m in queue/subscription e's subqueue sub (dead-lettered with
-// reason when sub is not main). seq 0 allocates a sequence number.
-func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, desc string) (uint64, error) {
+// reason when sub is not main). seq 0 allocates a sequence number. m is the
+// txn's: place changes and keeps it (callers pass a copy of their own).
+func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, desc string) (uint64, error) {
 	q := e.q
 	ep := e.props()
 	limit := ep.MaxSizeMB << 20
 	if e.kind == kindSubscription {
 		limit = e.parent.props().MaxSizeMB << 20
 	}
-	m := *in
 	if reason != "" {
-		setDeadLetterProps(&m, reason, desc)
+		setDeadLetterProps(m, reason, desc)
 	}
 	size := int64(len(m.Body))
 	now := tx.now.UnixNano()
@@ -658,22 +664,22 @@ func (tx *txn) place(e *entity, in *Message, sub Subqueue, seq uint64, reason, d
 	if sub == SubqueueMain && !m.ScheduledEnqueueTime.IsZero() && m.ScheduledEnqueueTime.After(tx.now) {
 		mi.state = StateScheduled
 		mi.scheduled = satNano(m.ScheduledEnqueueTime)
-		mi.expires = expiry(mi.scheduled, effectiveTTL(&m, ep))
+		mi.expires = expiry(mi.scheduled, effectiveTTL(m, ep))
 	} else if sub == SubqueueMain {
-		mi.expires = expiry(now, effectiveTTL(&m, ep))
+		mi.expires = expiry(now, effectiveTTL(m, ep))
 	}
 	m.SequenceNumber = int64(seq)
 	m.EnqueuedTime = time.Unix(0, now).UTC()
 	mm := mi.meta()
 	mm.sessionID = m.SessionID
-	rec, err := encodeMessage(&m)
+	rec, err := encodeMessage(m)
 	if err != nil {
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
 	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
 	tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
-	*tx.newPlacement() = placement{q: q, m: mi, session: m.SessionID, msg: &m, reason: reason, vis: &tx.vis}
+	*tx.newPlacement() = placement{q: q, m: mi, session: m.SessionID, msg: m, reason: reason, vis: &tx.vis}
 	return seq, nil
 }
 

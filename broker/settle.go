@@ -341,6 +341,7 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	for _, r := range reqs {
 		w.slabHint += len(r.tokens)
 	}
+	w.moves = make([]*move, 0, w.slabHint)
 	moved := make([]bool, len(reqs))
 	for i, r := range reqs {
 		n := len(w.moves)

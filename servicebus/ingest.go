@@ -95,11 +95,9 @@ func ingest(raw []byte) (*broker.Message, error) {
 	}
 	// Assign a message-id and re-encode the properties section with it.
 	m.MessageID = newMessageID()
-	np := message.Properties{}
-	if props != nil {
-		np = *props
+	if props == nil {
+		props = &noProperties
 	}
-	np.MessageID = m.MessageID
 	// The new properties section goes where the old one was, or before the
 	// first section of the bare message (or footer), or at the end.
 	at, next := len(raw), len(raw)
@@ -114,12 +112,15 @@ func ingest(raw []byte) (*broker.Message, error) {
 	}
 	body := make([]byte, 0, len(raw)+len(m.MessageID)+16)
 	body = append(body, raw[:at]...)
-	if body, err = message.AppendProperties(body, &np); err != nil {
+	if body, err = message.AppendPropertiesWithID(body, props, m.MessageID); err != nil {
 		return nil, badRequest("cannot encode the properties: %v", err)
 	}
 	m.Body = append(body, raw[next:]...)
 	return m, nil
 }
+
+// noProperties stands for an absent properties section.
+var noProperties message.Properties
 
 // fromAnnotations reads the message annotations a sender may set and
 // refuses null values where Service Bus does.

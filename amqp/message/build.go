@@ -115,8 +115,21 @@ func appendMessageID(f *fields, v any, field string) error {
 
 // AppendProperties appends a properties section, omitting trailing absent fields.
 func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
+	return appendProperties(dst, p, "")
+}
+
+// AppendPropertiesWithID is AppendProperties with the string id as the
+// message-id instead of p.MessageID: for a broker that assigns ids, without
+// a copy of p.
+func AppendPropertiesWithID(dst []byte, p *Properties, id string) ([]byte, error) {
+	return appendProperties(dst, p, id)
+}
+
+func appendProperties(dst []byte, p *Properties, id string) ([]byte, error) {
 	f := beginSection(dst, DescProperties)
-	if err := appendMessageID(&f, p.MessageID, "message-id"); err != nil {
+	if id != "" {
+		f.string(id)
+	} else if err := appendMessageID(&f, p.MessageID, "message-id"); err != nil {
 		return dst, err
 	}
 	if p.UserID == nil {

@@ -427,3 +427,28 @@ func TestEmptyGroupID(t *testing.T) {
 		t.Fatalf("an absent group-id parsed as empty")
 	}
 }
+
+// AppendPropertiesWithID writes the given id as the message-id and every
+// other field as AppendProperties does, leaving p unchanged.
+func TestAppendPropertiesWithID(t *testing.T) {
+	p := &Properties{MessageID: uint64(7), To: "to", Subject: "s", CorrelationID: "c", ContentType: "text/plain",
+		GroupID: "g", GroupSequence: 3, ReplyToGroupID: "r", CreationTime: time.UnixMilli(1700000000000).UTC()}
+	b, err := AppendPropertiesWithID(nil, p, "assigned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := mustParse(t, b).Properties
+	want := *p
+	want.MessageID = "assigned"
+	if !reflect.DeepEqual(*got, want) {
+		t.Fatalf("parsed %+v, want %+v", *got, want)
+	}
+	if p.MessageID != uint64(7) {
+		t.Fatalf("p.MessageID changed to %v", p.MessageID)
+	}
+	// With the empty id it is AppendProperties.
+	plain, _ := AppendProperties(nil, p)
+	if same, _ := AppendPropertiesWithID(nil, p, ""); !bytes.Equal(same, plain) {
+		t.Fatalf("AppendPropertiesWithID with no id: % x, want % x", same, plain)
+	}
+}

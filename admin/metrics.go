@@ -26,6 +26,8 @@ type Metrics struct {
 	connections      prometheus.Gauge
 	connectionsTotal prometheus.Counter
 	links            *prometheus.GaugeVec
+	senderLinks      prometheus.Gauge // links' gauges of the two roles
+	receiverLinks    prometheus.Gauge
 
 	messagesIn  *prometheus.CounterVec
 	messagesOut *prometheus.CounterVec
@@ -57,6 +59,7 @@ func NewMetrics() *Metrics {
 		Help: "AMQP connections opened since start."})
 	m.links = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "busbar_links",
 		Help: "AMQP links attached now, by role (sender, receiver)."}, []string{"role"})
+	m.senderLinks, m.receiverLinks = m.links.WithLabelValues("sender"), m.links.WithLabelValues("receiver")
 	m.messagesIn = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "busbar_messages_in_total",
 		Help: "Messages accepted by an entity (after duplicate detection and fan-out)."}, []string{"entity"})
 	m.messagesOut = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "busbar_messages_out_total",
@@ -111,7 +114,7 @@ func (m *Metrics) LinkAttached(role string) {
 	if m == nil {
 		return
 	}
-	m.links.WithLabelValues(role).Inc()
+	m.link(role).Inc()
 }
 
 // LinkDetached counts an AMQP link detached in role "sender" or "receiver".
@@ -119,7 +122,20 @@ func (m *Metrics) LinkDetached(role string) {
 	if m == nil {
 		return
 	}
-	m.links.WithLabelValues(role).Dec()
+	m.link(role).Dec()
+}
+
+// link returns the links gauge of role. The two roles' gauges are looked up
+// once: a session receiver attaches and detaches a link per session, and
+// the label lookup allocated each time.
+func (m *Metrics) link(role string) prometheus.Gauge {
+	switch role {
+	case "sender":
+		return m.senderLinks
+	case "receiver":
+		return m.receiverLinks
+	}
+	return m.links.WithLabelValues(role)
 }
 
 // MessagesIn implements broker.Observer.

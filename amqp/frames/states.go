@@ -130,40 +130,51 @@ func decodeDeliveryState(dec *encoding.Decoder, frame, field string) (DeliverySt
 	return nil, invalidField(frame, field, "unsupported delivery state 0x%02x", code)
 }
 
+// terminusNames names the fields source and target share, for errors
+// (spelled out rather than concatenated: an attach decodes them all).
+type terminusNames struct{ address, durable, expiry, timeout, dynamic, props string }
+
+var (
+	sourceFields = terminusNames{"source.address", "source.durable", "source.expiry-policy",
+		"source.timeout", "source.dynamic", "source.dynamic-node-properties"}
+	targetFields = terminusNames{"target.address", "target.durable", "target.expiry-policy",
+		"target.timeout", "target.dynamic", "target.dynamic-node-properties"}
+)
+
 // terminusCommon reads the fields source and target share (0-5).
-func terminusCommon(f *fieldReader, prefix string, addr *string, durable *uint32, expiry *encoding.Symbol,
+func terminusCommon(f *fieldReader, n *terminusNames, addr *string, durable *uint32, expiry *encoding.Symbol,
 	timeout *uint32, dynamic *bool, props *encoding.Fields) error {
 	*expiry = "session-end"
 	if f.next() {
-		if err := f.string(prefix+".address", addr); err != nil {
+		if err := f.string(n.address, addr); err != nil {
 			return err
 		}
 	}
 	if f.next() {
-		if err := f.uint32(prefix+".durable", durable); err != nil {
+		if err := f.uint32(n.durable, durable); err != nil {
 			return err
 		}
 		if *durable > 2 {
-			return invalidField(f.frame, prefix+".durable", "unknown terminus durability %d", *durable)
+			return invalidField(f.frame, n.durable, "unknown terminus durability %d", *durable)
 		}
 	}
 	if f.next() {
-		if err := f.symbol(prefix+".expiry-policy", expiry); err != nil {
+		if err := f.symbol(n.expiry, expiry); err != nil {
 			return err
 		}
 	}
 	if f.next() {
-		if err := f.uint32(prefix+".timeout", timeout); err != nil {
+		if err := f.uint32(n.timeout, timeout); err != nil {
 			return err
 		}
 	}
 	if f.next() {
-		if err := f.bool(prefix+".dynamic", dynamic); err != nil {
+		if err := f.bool(n.dynamic, dynamic); err != nil {
 			return err
 		}
 	}
 	if f.next() {
-		if err := f.fields(prefix+".dynamic-node-properties", props); err != nil {
+		if err := f.fields(n.props, props); err != nil {
 			return err
 		}
 	}
@@ -176,7 +187,7 @@ func decodeSource(dec *encoding.Decoder) (*Source, error) {
 		return nil, err
 	}
 	s := &Source{}
-	if err := terminusCommon(&f, "source", &s.Address, &s.Durable, &s.ExpiryPolicy, &s.Timeout,
+	if err := terminusCommon(&f, &sourceFields, &s.Address, &s.Durable, &s.ExpiryPolicy, &s.Timeout,
 		&s.Dynamic, &s.DynamicNodeProperties); err != nil {
 		return nil, err
 	}
@@ -214,7 +225,7 @@ func decodeTarget(dec *encoding.Decoder) (*Target, error) {
 		return nil, err
 	}
 	t := &Target{}
-	if err := terminusCommon(&f, "target", &t.Address, &t.Durable, &t.ExpiryPolicy, &t.Timeout,
+	if err := terminusCommon(&f, &targetFields, &t.Address, &t.Durable, &t.ExpiryPolicy, &t.Timeout,
 		&t.Dynamic, &t.DynamicNodeProperties); err != nil {
 		return nil, err
 	}

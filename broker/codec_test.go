@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -243,6 +244,27 @@ func TestParsePath(t *testing.T) {
 	for _, bad := range []string{"", "q/$management", "t/Subscriptions/", "t/Subscriptions/a/b", "$DeadLetterQueue"} {
 		if _, err := ParsePath(bad); err == nil {
 			t.Errorf("ParsePath(%q) accepted", bad)
+		}
+	}
+}
+
+// A message record fits the buffer messageRecordSize sizes for it: a record
+// that outgrew it was copied whole, body included.
+func TestMessageRecordFitsItsEstimate(t *testing.T) {
+	long := strings.Repeat("x", 128)
+	for _, m := range []*Message{
+		{Body: make([]byte, 1024), MessageID: "0123456789abcdef0123456789abcdef", SessionID: "s-1"},
+		{Body: make([]byte, 10), MessageID: long, SessionID: long, CorrelationID: long, To: long, ReplyTo: long,
+			ReplyToSessionID: long, Subject: long, ContentType: long, PartitionKey: long, ViaPartitionKey: long,
+			DeadLetterSource: long, TimeToLive: time.Hour, ScheduledEnqueueTime: time.Unix(1<<40, 0), EnqueueSequenceNumber: 1 << 62,
+			Properties: map[string]any{"n": int64(-1), "s": long, "b": []byte(long), "f": 1.5, "t": time.Unix(1<<40, 0), "u": [16]byte{1}}},
+	} {
+		rec, err := encodeMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := messageRecordSize(m); cap(rec) != want {
+			t.Fatalf("record of %d bytes in a buffer of %d, want the estimate's %d", len(rec), cap(rec), want)
 		}
 	}
 }

@@ -291,7 +291,7 @@ const flagPropsModified, flagSysModified = 1, 2
 // encodeMessage writes a message record: the headers and application
 // properties, then the body (not the index fields, kept apart).
 func encodeMessage(m *Message) ([]byte, error) {
-	e := enc{b: make([]byte, 0, 80+len(m.MessageID)+len(m.SessionID)+len(m.Body))}
+	e := enc{b: make([]byte, 0, messageRecordSize(m))}
 	e.u8(messageRecordV1)
 	var flags uint8
 	if m.PropertiesModified {
@@ -314,6 +314,28 @@ func encodeMessage(m *Message) ([]byte, error) {
 	}
 	e.bytes(m.Body)
 	return e.b, nil
+}
+
+// messageRecordSize is what encodeMessage's record of m is expected to
+// take: every string and the body with their lengths, the fixed fields, and
+// a guess for the properties (a record that outgrew its first buffer was
+// copied whole, body included).
+func messageRecordSize(m *Message) int {
+	n := 64 + len(m.Body)
+	for _, s := range []string{m.MessageID, m.SessionID, m.CorrelationID, m.To, m.ReplyTo, m.ReplyToSessionID, m.Subject,
+		m.ContentType, m.PartitionKey, m.ViaPartitionKey, m.DeadLetterSource} {
+		n += 2 + len(s)
+	}
+	for k, v := range m.Properties {
+		n += 16 + len(k)
+		switch x := v.(type) {
+		case string:
+			n += len(x)
+		case []byte:
+			n += len(x)
+		}
+	}
+	return n
 }
 
 // decodeMessage decodes a message record (index fields left zero). Body

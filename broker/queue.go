@@ -16,6 +16,10 @@ type qstate struct {
 	sessions map[string]*session
 	ready    []*session // sessions with available messages and no lock, FIFO
 	locks    map[LockToken]*msgIdx
+	// freeLocks holds the msgLocks of messages unlocked, for the next
+	// locks (at most maxFreeLocks); nothing keeps a msgLock once its
+	// message is unlocked.
+	freeLocks []*msgLock
 
 	lockHead, lockTail *msgIdx // non-session locks, by lockedUntil
 	lockDL             deadline
@@ -170,8 +174,17 @@ func (q *qstate) setPlace(m *msgIdx, sub Subqueue, st MessageState) {
 // lock locks m for c until `until`.
 func (q *qstate) lock(m *msgIdx, c *Consumer, until int64) {
 	q.unavailable(m)
-	m.lk = &msgLock{until: until, token: q.b.newToken(), owner: c}
-	q.locks[m.lk.token] = m
+	var lk *msgLock
+	if n := len(q.freeLocks); n > 0 {
+		lk = q.freeLocks[n-1]
+		q.freeLocks[n-1] = nil
+		q.freeLocks = q.freeLocks[:n-1]
+	} else {
+		lk = new(msgLock)
+	}
+	*lk = msgLock{until: until, token: q.b.newToken(), owner: c}
+	m.lk = lk
+	q.locks[lk.token] = m
 	if c != nil && c.sess != nil {
 		c.linkLocked(m)
 		return
@@ -190,8 +203,17 @@ func (q *qstate) unlock(m *msgIdx) {
 	} else {
 		q.unlinkLock(m)
 	}
+	if len(q.freeLocks) < maxFreeLocks {
+		*m.lk = msgLock{}
+		q.freeLocks = append(q.freeLocks, m.lk)
+	}
 	m.lk = nil
 }
+
+// maxFreeLocks bounds a queue's free msgLocks: every peek-lock delivery
+// takes one and its settlement gives it back, so a busy queue locks without
+// allocating.
+const maxFreeLocks = 256
 
 // linkLock inserts m into the lock list, kept sorted by lockedUntil
 // (normally an append), and arms the list's deadline.

@@ -11,7 +11,8 @@
 # Environment: OUT (results directory, default bench/results/latest),
 # CHARTS (PNG directory, default docs/benchmarks), DURATION (seconds per
 # timed run), KEYS (sessions of W4), W4_RUNS (runs of W4 per series,
-# default 5: the median is reported), WORKLOADS (default "w2 w4 lat5k";
+# default 5: the median is reported), W4_PAIRS (W4 on Busbar and on
+# PostgreSQL in alternation, default 5 pairs; 0: none), WORKLOADS (default "w2 w4 lat5k";
 # also 1p1c, rate1000, rate5000), CLIENTS (Busbar's clients, default
 # "raw amqp sdk").
 #
@@ -41,10 +42,12 @@ if [ "$QUICK" = 1 ]; then
 	DURATION=${DURATION:-2}
 	KEYS=${KEYS:-1000}
 	W4_RUNS=${W4_RUNS:-1}
+	W4_PAIRS=${W4_PAIRS:-1}
 else
 	DURATION=${DURATION:-60}
 	KEYS=${KEYS:-10000}
 	W4_RUNS=${W4_RUNS:-5}
+	W4_PAIRS=${W4_PAIRS:-5}
 fi
 OUT=${OUT:-$ROOT/bench/results/latest}
 CHARTS=${CHARTS:-$ROOT/docs/benchmarks}
@@ -52,7 +55,7 @@ NATS_VERSION=v2.15.2
 BIN=$ROOT/bench/.bin
 WORK=$(mktemp -d /tmp/busbar-bench.XXXXXX)
 mkdir -p "$OUT" "$BIN"
-rm -f "$OUT"/*.json "$OUT"/*.log
+rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.runs "$OUT"/w4-pairs.txt
 
 # Ports of our own, away from the defaults other instances may be using.
 # Each can be overridden from the environment.
@@ -226,6 +229,53 @@ if want nats; then
 	done
 fi
 
+# w4_pairs: W4 on Busbar (lean client) and on PostgreSQL in alternation,
+# W4_PAIRS pairs, each broker idle while the other runs. The brokers above
+# run one after the other, minutes apart, and the machine's speed drifts
+# between them; a pair's two runs are seconds apart. Busbar is a fresh node
+# warmed by 10 s of W2, as in its own section. Each pair's rates and CPU and
+# their ratios go to $OUT/w4-pairs.txt, the medians to the report.
+w4_pairs() {
+	log "w4 pairs: busbar (raw client) and postgres in alternation"
+	local pg_pid=$BROKER_PID amqp=127.0.0.1:${BUSBAR_PAIR_AMQP:-25682} http=127.0.0.1:${BUSBAR_PAIR_HTTP:-25310}
+	"$BIN/busbar" serve --data "$WORK/busbar-pairs" --amqp "$amqp" --http "$http" \
+		--log-level warn >"$WORK/busbar-pairs.out" 2>"$WORK/busbar-pairs.err" &
+	local bb_pid=$!
+	wait_for grep -q 'Endpoint=' "$WORK/busbar-pairs.out"
+	local cs i b p
+	cs=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pairs.out" | head -n 1)
+	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]/--duration ${DURATION}s/--duration 10s} \
+		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
+	echo "# pair busbar_msg_s busbar_us_msg postgres_msg_s postgres_us_msg rate_ratio cpu_ratio" >"$OUT/w4-pairs.txt"
+	for i in $(seq "$W4_PAIRS"); do
+		# shellcheck disable=SC2086
+		"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w4]} --name w4 \
+			--size 1024 --json --broker-pid "$bb_pid" >"$WORK/pair-b.json" 2>>"$OUT/w4-pairs.log" || continue
+		# shellcheck disable=SC2086
+		"$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable" ${WL[w4]} --name w4 \
+			--size 1024 --json --broker-pid "$pg_pid" >"$WORK/pair-p.json" 2>>"$OUT/w4-pairs.log" || continue
+		b="$(json_num msgs_per_sec "$WORK/pair-b.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-b.json")"
+		p="$(json_num msgs_per_sec "$WORK/pair-p.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-p.json")"
+		echo "$i $b $p" | awk '{printf "%d %s %s %s %s %.2f %.2f\n", $1, $2, $3, $4, $5, $2/$4, $3/$5}' >>"$OUT/w4-pairs.txt"
+	done
+	kill -TERM "$bb_pid" 2>/dev/null; wait "$bb_pid" 2>/dev/null || true
+}
+
+# w4_pairs_report prints the pairs' table and the medians of their ratios.
+w4_pairs_report() {
+	[ -s "$OUT/w4-pairs.txt" ] && [ "$(grep -vc '^#' "$OUT/w4-pairs.txt")" -gt 0 ] || return 0
+	echo
+	echo "#### W4 in alternation: busbar-raw and postgres, pair by pair"
+	echo
+	echo "| pair | busbar-raw msg/s | µs/msg | postgres msg/s | µs/msg | msg/s ratio | CPU ratio |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|"
+	grep -v '^#' "$OUT/w4-pairs.txt" | awk '{printf "| %d | %s | %s | %s | %s | %s× | %s× |\n", $1, $2, $3, $4, $5, $6, $7}'
+	echo
+	printf '| median of %d pairs | | | | | %s× | %s× |\n' "$(grep -vc '^#' "$OUT/w4-pairs.txt")" \
+		"$(grep -v '^#' "$OUT/w4-pairs.txt" | awk '{print $6}' | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')" \
+		"$(grep -v '^#' "$OUT/w4-pairs.txt" | awk '{print $7}' | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')"
+}
+
 # ----------------------------------------------------------------- postgres
 if want postgres && install_pkgs postgresql; then
 	PGBIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
@@ -274,6 +324,9 @@ if want postgres && install_pkgs postgresql; then
 		kill -TERM "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null || true
 		BROKER_PID=$PG_PID
 	fi
+	if want busbar && [[ " $WORKLOADS " == *" w4 "* ]] && [ "$W4_PAIRS" -gt 0 ]; then
+		w4_pairs
+	fi
 	stop_broker # SIGTERM to the postmaster: a smart shutdown once the bench has disconnected
 	rm -rf "$P"
 	EXTRA_STOP=""
@@ -295,6 +348,7 @@ fi
 	NOTE="$(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), ${DURATION} s per timed run"
 	[ "$QUICK" = 1 ] && NOTE="QUICK SMOKE RUN (${DURATION} s per workload, noisy): not a measurement. $NOTE"
 	"$BIN/benchreport" --results "$OUT" --charts "$CHARTS" --note "$NOTE"
+	w4_pairs_report
 } | tee "$OUT/tables.md"
 echo >&2
 echo "tables: $OUT/tables.md; charts: $CHARTS/throughput.png, $CHARTS/latency.png" >&2

@@ -233,7 +233,7 @@ fi
 # W4_PAIRS pairs, each broker idle while the other runs. The brokers above
 # run one after the other, minutes apart, and the machine's speed drifts
 # between them; a pair's two runs are seconds apart. Busbar is a fresh node
-# warmed by 10 s of W2, as in its own section. Each pair's rates and CPU and
+# warmed by W2 (DURATION), as in its own section. Each pair's rates and CPU and
 # their ratios go to $OUT/w4-pairs.txt, the medians to the report.
 w4_pairs() {
 	log "w4 pairs: busbar (raw client) and postgres in alternation"
@@ -244,7 +244,7 @@ w4_pairs() {
 	wait_for grep -q 'Endpoint=' "$WORK/busbar-pairs.out"
 	local cs i b p
 	cs=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pairs.out" | head -n 1)
-	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]/--duration ${DURATION}s/--duration 10s} \
+	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]} \
 		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
 	echo "# pair busbar_msg_s busbar_us_msg postgres_msg_s postgres_us_msg rate_ratio cpu_ratio" >"$OUT/w4-pairs.txt"
 	for i in $(seq "$W4_PAIRS"); do

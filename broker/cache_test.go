@@ -113,3 +113,19 @@ func TestCacheDropsAnOldVersionItCannotReplace(t *testing.T) {
 		t.Fatalf("a smaller version replacing a cached one: bytes %d, want %d", c.bytes, want)
 	}
 }
+
+// A cache that stays full, its entries going stale one after another, keeps
+// its insertion order near its population instead of growing it with every
+// put.
+func TestCacheInsertionOrderStaysBounded(t *testing.T) {
+	c := cacheOf(10)
+	for range 200 {
+		putAll(c, newEntries(100)) // nothing dropped: entries go stale and are evicted
+	}
+	if c.live != 10 {
+		t.Fatalf("live %d, want 10", c.live)
+	}
+	if n := len(c.fifo); n > 2*1024+2*c.live {
+		t.Fatalf("insertion order of %d entries (head %d) for 10 live ones after 20,000 puts", n, c.head)
+	}
+}

@@ -59,6 +59,36 @@ func TestDeadLetteredMessagesForwarded(t *testing.T) {
 	}
 }
 
+// A dead letter whose forward fails (the destination refuses it: no
+// session id for a session queue) stays in the source's dead-letter
+// subqueue with its dead-letter reason, in the store as in memory: after a
+// restart, and with the body cache full (when the change reaches only the
+// store).
+func TestDeadLetterKeptWhenItsForwardFails(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		e := newEnv(t)
+		e.queue("sink", QueueProperties{RequiresSession: true})
+		e.queue("q", QueueProperties{ForwardDeadLetteredMessagesTo: "sink"})
+		e.send("q", msg("x"))
+		m := e.receive("q", PeekLock, 1)[0]
+		if full {
+			e.b.cache.limit = 0 // every put refused from now on
+		}
+		e.must(e.b.DeadLetter(e.ctx, "q", "r", "d", nil, m.LockToken))
+		check := func(when string) {
+			t.Helper()
+			got := mustPeek(e, "q/$DeadLetterQueue")
+			wantBodies(t, got, "x")
+			if got[0].Properties[PropDeadLetterReason] != "r" || got[0].Properties[PropDeadLetterErrorDescription] != "d" {
+				t.Fatalf("cache full %v, %s: dead letter's properties %v, want reason r and description d", full, when, got[0].Properties)
+			}
+		}
+		check("before a restart")
+		e.restart()
+		check("after a restart")
+	}
+}
+
 type countingObserver struct {
 	in, out, locks int
 	reasons        map[string]int

@@ -103,7 +103,9 @@ func (mv *move) prepare() error {
 		setDeadLetterProps(&c, mv.dlReason, mv.dlDesc)
 	}
 	mv.msg = &c
-	if mv.kind == mvRewrite {
+	// A forward that fails falls back to a rewrite in place (runMoves),
+	// which must store the changed message too.
+	if mv.kind == mvRewrite || mv.kind == mvForward {
 		if mv.hdr, err = encodeMessage(&c); err != nil {
 			return err
 		}

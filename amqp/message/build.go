@@ -120,7 +120,7 @@ func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
 
 // AppendPropertiesWithID is AppendProperties with the string id as the
 // message-id instead of p.MessageID: for a broker that assigns ids, without
-// a copy of p.
+// a copy of p. With id "" it is AppendProperties.
 func AppendPropertiesWithID(dst []byte, p *Properties, id string) ([]byte, error) {
 	return appendProperties(dst, p, id)
 }

@@ -135,7 +135,9 @@ func Parse(b []byte) (*Parsed, error) {
 }
 
 // ParseInto is Parse into p, which it overwrites: a caller on a hot path
-// can keep p on its stack.
+// can keep p on its stack. p.Properties and p.Body.Data may point into p
+// itself: a copy of p shares them with p, so parse into p again only once
+// no copy is in use.
 func ParseInto(p *Parsed, b []byte) error {
 	*p = Parsed{raw: b, bareStart: -1}
 	d := encoding.NewDecoder(b)

@@ -160,14 +160,23 @@ run_all() {
 # json_num FIELD FILE: the number FIELD holds in the JSON FILE.
 json_num() { grep -o "\"$1\": *[0-9.]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
+# start_busbar NAME SERVE_ARGS...: starts `busbar serve` with its data in
+# $WORK/NAME, waits until it listens, and sets BUSBAR_PID and BUSBAR_CS (its
+# connection string).
+start_busbar() {
+	local name=$1
+	shift
+	"$BIN/busbar" serve --data "$WORK/$name" "$@" --log-level warn >"$WORK/$name.out" 2>"$WORK/$name.err" &
+	BUSBAR_PID=$!
+	wait_for grep -q 'Endpoint=' "$WORK/$name.out"
+	BUSBAR_CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/$name.out" | head -n 1)
+}
+
 # ------------------------------------------------------------------- busbar
 if want busbar; then
 	log "busbar: starting"
-	"$BIN/busbar" serve --data "$WORK/busbar" --amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP" \
-		--log-level warn >"$WORK/busbar.out" 2>"$WORK/busbar.err" &
-	BROKER_PID=$!
-	wait_for grep -q 'Endpoint=' "$WORK/busbar.out"
-	CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar.out" | head -n 1)
+	start_busbar busbar --amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP"
+	BROKER_PID=$BUSBAR_PID CS=$BUSBAR_CS
 	BB=("$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar $(git describe --always --dirty 2>/dev/null || echo dev)")
 	for client in $CLIENTS; do
 		# The latency workload is the SDK's target; the lean clients run
@@ -238,12 +247,8 @@ fi
 w4_pairs() {
 	log "w4 pairs: busbar (raw client) and postgres in alternation"
 	local pg_pid=$BROKER_PID amqp=127.0.0.1:${BUSBAR_PAIR_AMQP:-25682} http=127.0.0.1:${BUSBAR_PAIR_HTTP:-25310}
-	"$BIN/busbar" serve --data "$WORK/busbar-pairs" --amqp "$amqp" --http "$http" \
-		--log-level warn >"$WORK/busbar-pairs.out" 2>"$WORK/busbar-pairs.err" &
-	local bb_pid=$!
-	wait_for grep -q 'Endpoint=' "$WORK/busbar-pairs.out"
-	local cs i b p
-	cs=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pairs.out" | head -n 1)
+	start_busbar busbar-pairs --amqp "$amqp" --http "$http"
+	local bb_pid=$BUSBAR_PID cs=$BUSBAR_CS i b p
 	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]} \
 		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
 	echo "# pair busbar_msg_s busbar_us_msg postgres_msg_s postgres_us_msg rate_ratio cpu_ratio" >"$OUT/w4-pairs.txt"
@@ -313,11 +318,9 @@ if want postgres && install_pkgs postgresql; then
 		# --store): W2 with the raw client. Its broker CPU is Busbar's alone;
 		# PostgreSQL's own CPU is not in it.
 		log "busbar on the postgres store: starting"
-		"$BIN/busbar" serve --data "$WORK/busbar-pg" --store "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable&busbar_table=busbar_kv" \
-			--amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP" --log-level warn >"$WORK/busbar-pg.out" 2>"$WORK/busbar-pg.err" &
-		BROKER_PID=$!
-		wait_for grep -q 'Endpoint=' "$WORK/busbar-pg.out"
-		CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/busbar-pg.out" | head -n 1)
+		start_busbar busbar-pg --store "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable&busbar_table=busbar_kv" \
+			--amqp "$BUSBAR_AMQP" --http "$BUSBAR_HTTP"
+		BROKER_PID=$BUSBAR_PID CS=$BUSBAR_CS
 		pg_usage ""
 		run_all busbar-pgstore-raw "$(echo " $WORKLOADS " | grep -o ' w2 ' || true)" "$BIN/busbar" bench --connection-string "$CS" --create --admin "$BUSBAR_HTTP" --broker-label "busbar on postgres" --client raw
 		pg_usage "busbar node on postgres (w2, raw client)"

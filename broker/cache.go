@@ -90,16 +90,10 @@ func (c *msgCache) put(m *msgIdx, msg *Message) {
 		c.fifo = append(c.fifo, cacheEntry{m, c.puts})
 	}
 	c.bytes += sz
-	if c.head > 1024 && c.head > len(c.fifo)/2 {
-		// Evicted entries in front: move the rest down, so that a cache
-		// that stays full does not grow its insertion order forever.
-		n := copy(c.fifo, c.fifo[c.head:])
-		clear(c.fifo[n:])
-		c.fifo, c.head = c.fifo[:n], 0
-	}
-	if n := len(c.fifo) - c.head; n > 2*c.live+1024 {
-		// Dropped entries leave stale ones behind: keep only live ones,
-		// once each, in order.
+	if c.head > 1024 && c.head > len(c.fifo)/2 || len(c.fifo)-c.head > 2*c.live+1024 {
+		// Evicted entries in front (a cache that stays full), or dropped
+		// ones behind: keep only live ones, once each, in order, so that
+		// the insertion order stays near the cache's population.
 		kept := make([]cacheEntry, 0, c.live)
 		seen := make(map[*msgIdx]bool, c.live)
 		for _, e := range c.fifo[c.head:] {

@@ -367,7 +367,7 @@ type work struct {
 	pc    *pendingCommit
 	moves []*move
 	// slab holds the moves newMove makes; slabHint, when set, is how many
-	// the work is expected to make.
+	// the work is expected to make (it sizes the first slab and moves).
 	slab     []move
 	slabHint int
 }

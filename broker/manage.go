@@ -226,7 +226,6 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	sort.Slice(cand, func(i, j int) bool { return cand[i].seq < cand[j].seq })
 	cand = page(cand, 0, max)
 	w.slabHint = len(cand)
-	w.moves = make([]*move, 0, len(cand))
 	for _, m := range cand {
 		q.unavailable(m)
 		w.moves = append(w.moves, w.newMove(m, mvDelete, m.sub, m.state, m.deliveries))

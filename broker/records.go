@@ -302,8 +302,7 @@ func encodeMessage(m *Message) ([]byte, error) {
 	}
 	e.u8(flags)
 	e.u8(m.hops)
-	for _, s := range []string{m.MessageID, m.SessionID, m.CorrelationID, m.To, m.ReplyTo, m.ReplyToSessionID, m.Subject,
-		m.ContentType, m.PartitionKey, m.ViaPartitionKey, m.DeadLetterSource} {
+	for _, s := range m.recordStrings() {
 		e.str(s)
 	}
 	e.dur(m.TimeToLive)
@@ -316,14 +315,20 @@ func encodeMessage(m *Message) ([]byte, error) {
 	return e.b, nil
 }
 
+// recordStrings are the strings of a message record, in its order (see
+// decodeMessage).
+func (m *Message) recordStrings() [11]string {
+	return [11]string{m.MessageID, m.SessionID, m.CorrelationID, m.To, m.ReplyTo, m.ReplyToSessionID, m.Subject,
+		m.ContentType, m.PartitionKey, m.ViaPartitionKey, m.DeadLetterSource}
+}
+
 // messageRecordSize is what encodeMessage's record of m is expected to
 // take: every string and the body with their lengths, the fixed fields, and
 // a guess for the properties (a record that outgrew its first buffer was
 // copied whole, body included).
 func messageRecordSize(m *Message) int {
 	n := 64 + len(m.Body)
-	for _, s := range []string{m.MessageID, m.SessionID, m.CorrelationID, m.To, m.ReplyTo, m.ReplyToSessionID, m.Subject,
-		m.ContentType, m.PartitionKey, m.ViaPartitionKey, m.DeadLetterSource} {
+	for _, s := range m.recordStrings() {
 		n += 2 + len(s)
 	}
 	for k, v := range m.Properties {

@@ -57,6 +57,9 @@ type move struct {
 // allocation for its moves, not n.
 func (w *work) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, d uint32) *move {
 	if len(w.slab) == cap(w.slab) {
+		if w.moves == nil {
+			w.moves = make([]*move, 0, w.slabHint)
+		}
 		w.slab = make([]move, 0, max(1, w.slabHint))
 		w.slabHint = 0 // a second slab is sized by need, one move at a time
 	}
@@ -343,7 +346,6 @@ func (b *Broker) settleRound(q *qstate, self *settleReq) {
 	for _, r := range reqs {
 		w.slabHint += len(r.tokens)
 	}
-	w.moves = make([]*move, 0, w.slabHint)
 	moved := make([]bool, len(reqs))
 	for i, r := range reqs {
 		n := len(w.moves)

@@ -10,11 +10,7 @@ import (
 // A quarter-millisecond wait that ends early when work arrives: with a
 // time.Timer an idle process would wait about a millisecond.
 func Example() {
-	t, err := finetimer.New()
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
+	t := finetimer.New()
 	defer func() { _ = t.Close() }()
 	work := make(chan int)
 	t.Reset(250 * time.Microsecond)

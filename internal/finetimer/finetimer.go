@@ -32,12 +32,18 @@ type Timer struct {
 }
 
 // New returns a disarmed Timer. Close releases it.
-func New() (*Timer, error) {
+func New() *Timer {
 	t := &Timer{c: make(chan struct{}, 1)}
-	if err := t.sys.open(t.expired); err != nil {
-		return nil, err
-	}
-	return t, nil
+	t.sys.open(t.expired)
+	return t
+}
+
+// stoppedTimer is a time.Timer that calls f once Reset: the system timer
+// where there is no timerfd.
+func stoppedTimer(f func()) *time.Timer {
+	t := time.AfterFunc(time.Hour, f)
+	t.Stop()
+	return t
 }
 
 // C is where the timer delivers when its deadline passes.

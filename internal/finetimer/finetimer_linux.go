@@ -21,18 +21,16 @@ type sysTimer struct {
 // timerfdCreate is unix.TimerfdCreate; tests refuse it.
 var timerfdCreate = unix.TimerfdCreate
 
-func (s *sysTimer) open(expired func()) error {
+func (s *sysTimer) open(expired func()) {
 	fd, err := timerfdCreate(unix.CLOCK_MONOTONIC, unix.TFD_NONBLOCK|unix.TFD_CLOEXEC)
 	if err != nil {
-		s.fallback = time.AfterFunc(time.Hour, expired)
-		s.fallback.Stop()
-		return nil
+		s.fallback = stoppedTimer(expired)
+		return
 	}
 	// A non-blocking descriptor becomes a pollable File: Read parks the
 	// goroutine in the network poller instead of blocking a thread.
 	s.fd, s.file, s.done = fd, os.NewFile(uintptr(fd), "timerfd"), make(chan struct{})
 	go s.read(expired)
-	return nil
 }
 
 func (s *sysTimer) read(expired func()) {

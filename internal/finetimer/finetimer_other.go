@@ -9,11 +9,7 @@ type sysTimer struct {
 	t *time.Timer
 }
 
-func (s *sysTimer) open(expired func()) error {
-	s.t = time.AfterFunc(time.Hour, expired)
-	s.t.Stop()
-	return nil
-}
+func (s *sysTimer) open(expired func()) { s.t = stoppedTimer(expired) }
 
 func (s *sysTimer) arm(d time.Duration) { s.t.Reset(d) }
 

@@ -109,18 +109,13 @@ type committer struct {
 	sorted []*store.Op // the group's operations, reused by commitGroup
 }
 
-func (c *committer) start(s *Store) error {
-	t, err := finetimer.New()
-	if err != nil {
-		return fmt.Errorf("store/pebble: linger timer: %w", err)
-	}
-	c.s, c.linger = s, t
+func (c *committer) start(s *Store) {
+	c.s, c.linger = s, finetimer.New()
 	c.wake = make(chan struct{}, 1)
 	c.hurry = make(chan struct{})
 	c.quit = make(chan struct{})
 	c.stopped = make(chan struct{})
 	go c.commitLoop()
-	return nil
 }
 
 // hurryUp ends lingering for good: Close calls it before waiting for the

@@ -182,10 +182,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store/pebble: open %s: %w", dir, err)
 	}
 	s.db = db
-	if err := s.committer.start(s); err != nil {
-		_ = db.Close()
-		return nil, err
-	}
+	s.committer.start(s)
 	s.startSpaceGuard()
 	return s, nil
 }

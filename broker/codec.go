@@ -117,14 +117,14 @@ func (e *enc) boolean(v bool) {
 
 // time encodes any time.Time (years 1 to 9999 and beyond, as .NET clients
 // send DateTime.MaxValue) as a presence byte, Unix seconds and nanoseconds.
-func (e *enc) time(t time.Time) {
+func (e *enc) time(t time.Time) { e.b = appendTime(e.b, t) }
+
+func appendTime(b []byte, t time.Time) []byte {
 	if t.IsZero() {
-		e.u8(0)
-		return
+		return append(b, 0)
 	}
-	e.u8(1)
-	e.sv(t.Unix())
-	e.uv(uint64(t.Nanosecond()))
+	b = binary.AppendVarint(append(b, 1), t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
 }
 
 type dec struct {

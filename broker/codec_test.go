@@ -268,3 +268,78 @@ func TestMessageRecordFitsItsEstimate(t *testing.T) {
 		}
 	}
 }
+
+// A body built in its BodyBuffer and sealed is stored without a copy while
+// the message is unchanged, and re-encoded once any field of the record
+// differs.
+func TestSealedRecord(t *testing.T) {
+	long := strings.Repeat("y", 300) // a header beyond the stack buffer sealed checks in
+	for _, mk := range []func() *Message{
+		func() *Message { return &Message{MessageID: "id-1", SessionID: "s"} },
+		func() *Message {
+			return &Message{MessageID: long, To: "to", TimeToLive: time.Minute, Properties: map[string]any{"k": "v", "n": int64(3)}}
+		},
+	} {
+		fresh := func(m *Message) []byte {
+			c := *m
+			c.rec = nil
+			rec, err := encodeMessage(&c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		}
+		m := mk()
+		body := []byte("the message's bytes, as a client encoded them")
+		m.Body = append(m.BodyBuffer(len(body)), body...)
+		m.Seal()
+		rec, err := encodeMessage(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if &rec[len(rec)-len(body)] != &m.Body[0] {
+			t.Fatal("an unchanged sealed message was copied")
+		}
+		if !bytes.Equal(rec, fresh(m)) {
+			t.Fatalf("sealed record %x, encoded %x", rec, fresh(m))
+		}
+		d, err := decodeMessage(rec)
+		if err != nil || d.MessageID != m.MessageID || !bytes.Equal(d.Body, body) {
+			t.Fatalf("sealed record decodes to %+v, %v", d, err)
+		}
+		for name, change := range map[string]func(c *Message){
+			"hops":       func(c *Message) { c.hops++ },
+			"id":         func(c *Message) { c.MessageID = "other" },
+			"properties": func(c *Message) { c.Properties = map[string]any{"k": "w"} },
+			"flags":      func(c *Message) { c.SystemPropertiesModified = true },
+			"schedule":   func(c *Message) { c.ScheduledEnqueueTime = time.Unix(1e9, 0) },
+			"forwarded":  func(c *Message) { c.EnqueueSequenceNumber = 7 },
+			"body":       func(c *Message) { c.Body = c.Body[1:] },
+		} {
+			c := *m
+			change(&c)
+			rec, err := encodeMessage(&c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(rec, fresh(&c)) {
+				t.Fatalf("%s changed: record %x, want %x", name, rec, fresh(&c))
+			}
+		}
+		if !bytes.Equal(m.Body, body) {
+			t.Fatal("re-encoding changed the sealed body")
+		}
+	}
+	// A body that outgrew its buffer, or was never in one, is not sealed.
+	m := &Message{MessageID: "id"}
+	m.Body = append(m.BodyBuffer(4), "longer than four"...)
+	m.Seal()
+	if m.rec != nil {
+		t.Fatal("a body outside its buffer was sealed")
+	}
+	m = &Message{MessageID: "id", Body: []byte("b")}
+	m.Seal()
+	if m.rec != nil || m.sealed() != nil {
+		t.Fatal("a message without a BodyBuffer was sealed")
+	}
+}

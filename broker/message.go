@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -110,6 +112,74 @@ type Message struct {
 	SystemPropertiesModified bool
 
 	hops uint8 // auto-forwarding hops so far
+	// rec is, once Seal has run, m's store record: its header, then Body
+	// (Body is rec's tail). Before, it is the room BodyBuffer left for the
+	// header. Never written after Seal: copies of m share it.
+	rec []byte
+}
+
+// BodyBuffer returns an empty buffer of capacity n for m's Body, allocated
+// with room in front of it for the header of m's store record. The protocol
+// layer appends the message's bytes to it, sets Body to it and calls Seal:
+// the send that stores m then writes its record without copying the body
+// again. Set every other field first: they size the room.
+func (m *Message) BodyBuffer(n int) []byte {
+	room := messageRecordSize(m) - len(m.Body) // its header, with room for the body's length
+	buf := make([]byte, room+n)
+	m.rec = buf[:room]
+	return buf[room:room]
+}
+
+// Seal writes the header of m's store record in front of Body, when Body
+// was built in m's BodyBuffer and the header fits the room left for it.
+// Fields changed afterwards are no error: a record that no longer matches
+// the message is encoded anew.
+func (m *Message) Seal() {
+	room := m.rec
+	m.rec = nil
+	n := len(m.Body)
+	if n == 0 || cap(room) < len(room)+n || &room[:len(room)+1][len(room)] != &m.Body[0] {
+		return // Body is not in the buffer
+	}
+	e := enc{b: room[:0:len(room)]} // capped: a longer header is written elsewhere, not over Body
+	if e.recordHead(m) != nil || len(e.b) > len(room) {
+		return
+	}
+	start := len(room) - len(e.b)
+	copy(room[start:], e.b)
+	m.rec = room[start : len(room)+n]
+}
+
+// recordHeadBuf is the stack buffer sealed checks a header in: most fit.
+const recordHeadBuf = 256
+
+// sealed returns m's sealed record when it still is m's record: Body is its
+// tail and the header encodes m's fields as they are now.
+func (m *Message) sealed() []byte {
+	r, n := m.rec, len(m.Body)
+	if n == 0 || len(r) <= n {
+		return nil
+	}
+	h := len(r) - n
+	if &r[h] != &m.Body[0] {
+		return nil
+	}
+	var head []byte
+	if len(m.Properties) == 0 {
+		var hb [recordHeadBuf]byte
+		head = appendRecordFields(hb[:0], m)
+		head = binary.AppendUvarint(append(head, 0), uint64(n)) // no properties, the body's length
+	} else {
+		e := enc{b: make([]byte, 0, h)}
+		if e.recordHead(m) != nil {
+			return nil
+		}
+		head = e.b
+	}
+	if !bytes.Equal(head, r[:h]) {
+		return nil
+	}
+	return r
 }
 
 // Dead-letter properties Service Bus sets as application properties.

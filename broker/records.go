@@ -289,10 +289,36 @@ func decodeMeta(b []byte) (msgMeta, error) {
 const flagPropsModified, flagSysModified = 1, 2
 
 // encodeMessage writes a message record: the headers and application
-// properties, then the body (not the index fields, kept apart).
+// properties, then the body (not the index fields, kept apart). A message
+// whose Body was built behind its record's header (Seal) and still matches
+// it returns that record, without copying the body.
 func encodeMessage(m *Message) ([]byte, error) {
+	if rec := m.sealed(); rec != nil {
+		return rec, nil
+	}
 	e := enc{b: make([]byte, 0, messageRecordSize(m))}
-	e.u8(messageRecordV1)
+	if err := e.recordHead(m); err != nil {
+		return nil, err
+	}
+	e.b = append(e.b, m.Body...)
+	return e.b, nil
+}
+
+// recordHead writes a message record up to its body: everything but the
+// body's bytes, the body's length included.
+func (e *enc) recordHead(m *Message) error {
+	e.b = appendRecordFields(e.b, m)
+	if err := e.valueMap(m.Properties); err != nil {
+		return err
+	}
+	e.uv(uint64(len(m.Body)))
+	return nil
+}
+
+// appendRecordFields appends a message record's fields before its
+// properties. It is a plain append (no enc) so that a caller's stack buffer
+// stays on the stack.
+func appendRecordFields(b []byte, m *Message) []byte {
 	var flags uint8
 	if m.PropertiesModified {
 		flags |= flagPropsModified
@@ -300,19 +326,14 @@ func encodeMessage(m *Message) ([]byte, error) {
 	if m.SystemPropertiesModified {
 		flags |= flagSysModified
 	}
-	e.u8(flags)
-	e.u8(m.hops)
+	b = append(b, messageRecordV1, flags, m.hops)
 	for _, s := range m.recordStrings() {
-		e.str(s)
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	e.dur(m.TimeToLive)
-	e.time(m.ScheduledEnqueueTime)
-	e.sv(m.EnqueueSequenceNumber)
-	if err := e.valueMap(m.Properties); err != nil {
-		return nil, err
-	}
-	e.bytes(m.Body)
-	return e.b, nil
+	b = binary.AppendVarint(b, int64(m.TimeToLive))
+	b = appendTime(b, m.ScheduledEnqueueTime)
+	return binary.AppendVarint(b, m.EnqueueSequenceNumber)
 }
 
 // recordStrings are the strings of a message record, in its order (see

@@ -65,7 +65,7 @@ func ingest(raw []byte) (*broker.Message, error) {
 	if h := p.Header; h != nil && h.TTL > 0 {
 		m.TimeToLive = time.Duration(h.TTL) * time.Millisecond
 	}
-	props := p.Properties
+	props := p.PropertiesSection()
 	if props != nil {
 		m.MessageID = idString(props.MessageID)
 		m.CorrelationID = idString(props.CorrelationID)
@@ -90,7 +90,8 @@ func ingest(raw []byte) (*broker.Message, error) {
 		}
 	}
 	if m.MessageID != "" {
-		m.Body = append([]byte(nil), raw...)
+		m.Body = append(m.BodyBuffer(len(raw)), raw...)
+		m.Seal()
 		return m, nil
 	}
 	// Assign a message-id and re-encode the properties section with it.
@@ -110,12 +111,13 @@ func ingest(raw []byte) (*broker.Message, error) {
 			break
 		}
 	}
-	body := make([]byte, 0, len(raw)+len(m.MessageID)+16)
+	body := m.BodyBuffer(len(raw) + len(m.MessageID) + 16)
 	body = append(body, raw[:at]...)
 	if body, err = message.AppendPropertiesWithID(body, props, m.MessageID); err != nil {
 		return nil, badRequest("cannot encode the properties: %v", err)
 	}
 	m.Body = append(body, raw[next:]...)
+	m.Seal() // a body that outgrew its buffer is simply not sealed
 	return m, nil
 }
 

@@ -17,9 +17,32 @@ type Parsed struct {
 	// absent both hold the offset where it would go.
 	appStart, appEnd int
 	// props and data1 hold the properties and the first data section, so
-	// that a parse allocates neither on its own.
-	props Properties
-	data1 [1][]byte
+	// that a parse allocates neither on its own; Parse points Properties
+	// and Body.Data at them (ParseInto leaves that to its caller).
+	props    Properties
+	hasProps bool
+	data1    [1][]byte
+	ndata    int
+}
+
+// PropertiesSection returns the properties section, nil when absent. After
+// ParseInto it is the only way to it.
+func (p *Parsed) PropertiesSection() *Properties {
+	if !p.hasProps {
+		return nil
+	}
+	return &p.props
+}
+
+// link points Properties and a lone data section's Body.Data at p's own
+// fields.
+func (p *Parsed) link() {
+	if p.hasProps {
+		p.Properties = &p.props
+	}
+	if p.ndata == 1 {
+		p.Body.Data = p.data1[:1:1]
+	}
 }
 
 // Raw returns the whole encoded message.
@@ -131,13 +154,14 @@ func Parse(b []byte) (*Parsed, error) {
 	if err := ParseInto(p, b); err != nil {
 		return nil, err
 	}
+	p.link()
 	return p, nil
 }
 
-// ParseInto is Parse into p, which it overwrites: a caller on a hot path
-// can keep p on its stack. p.Properties and p.Body.Data may point into p
-// itself: a copy of p shares them with p, so parse into p again only once
-// no copy is in use.
+// ParseInto is Parse into p, which it overwrites, for a caller on a hot
+// path that keeps p on its stack: nothing in p points into p itself, so it
+// does not escape. That leaves Properties nil (read PropertiesSection) and,
+// when the body is a single data section, Body.Data nil.
 func ParseInto(p *Parsed, b []byte) error {
 	*p = Parsed{raw: b, bareStart: -1}
 	d := encoding.NewDecoder(b)
@@ -214,20 +238,22 @@ func (p *Parsed) decodeSection(d *encoding.Decoder, code uint64) error {
 	case DescMessageAnnotations:
 		p.MessageAnnotations, err = readAnnotations(d)
 	case DescProperties:
-		if err = decodeProperties(d, &p.props); err == nil {
-			p.Properties = &p.props
-		}
+		p.hasProps = true
+		err = decodeProperties(d, &p.props)
 	case DescApplicationProperties:
 		p.ApplicationProperties, err = decodeApplicationProperties(d)
 	case DescData:
 		var b []byte
 		if b, err = d.ReadBinary(); err == nil {
-			if p.Body.Data == nil {
+			switch p.ndata {
+			case 0:
 				p.data1[0] = b
-				p.Body.Data = p.data1[:1:1]
-			} else {
+			case 1:
+				p.Body.Data = append(make([][]byte, 0, 4), p.data1[0], b)
+			default:
 				p.Body.Data = append(p.Body.Data, b)
 			}
+			p.ndata++
 		}
 	case DescAMQPSequence:
 		var v any
@@ -278,6 +304,18 @@ func (f *fieldList) next() bool {
 }
 
 func fieldErr(field string, err error) error { return fmt.Errorf("%s: %w", field, err) }
+
+// stringField reads the next field as a string, "" when absent.
+func (f *fieldList) stringField(name string) (string, error) {
+	if !f.next() {
+		return "", nil
+	}
+	v, err := f.d.ReadString()
+	if err != nil {
+		return "", fieldErr(name, err)
+	}
+	return v, nil
+}
 
 func decodeHeader(d *encoding.Decoder) (*Header, error) {
 	f, err := openList(d)
@@ -344,15 +382,15 @@ func decodeProperties(d *encoding.Decoder, p *Properties) error {
 		}
 		p.UserID = append([]byte{}, b...)
 	}
-	for _, s := range [...]struct {
-		name string
-		dst  *string
-	}{{"to", &p.To}, {"subject", &p.Subject}, {"reply-to", &p.ReplyTo}} {
-		if f.next() {
-			if *s.dst, err = f.d.ReadString(); err != nil {
-				return fieldErr(s.name, err)
-			}
-		}
+	// One at a time: a table of pointers into p would make p escape.
+	if p.To, err = f.stringField("to"); err != nil {
+		return err
+	}
+	if p.Subject, err = f.stringField("subject"); err != nil {
+		return err
+	}
+	if p.ReplyTo, err = f.stringField("reply-to"); err != nil {
+		return err
 	}
 	if f.next() {
 		if p.CorrelationID, err = readMessageID(&f.d, "correlation-id"); err != nil {

@@ -381,9 +381,10 @@ func (q *qstate) settleLocked(r *settleReq, w *work) error {
 		return err
 	}
 	ms := make([]*msgIdx, len(r.tokens))
+	now := q.b.now().UnixNano()
 	for i, t := range r.tokens {
 		var err error
-		if ms[i], err = q.checkLock(t); err != nil {
+		if ms[i], err = q.checkLock(t, now); err != nil {
 			return err
 		}
 		for _, prev := range ms[:i] {
@@ -405,9 +406,8 @@ func (q *qstate) settleLocked(r *settleReq, w *work) error {
 	return nil
 }
 
-// checkLock returns the message locked under token; q.mu is held.
-func (q *qstate) checkLock(token LockToken) (*msgIdx, error) {
-	now := q.b.now().UnixNano()
+// checkLock returns the message locked under token at now; q.mu is held.
+func (q *qstate) checkLock(token LockToken, now int64) (*msgIdx, error) {
 	m := q.locks[token]
 	if m == nil || m.pending {
 		return nil, errorf(ErrLockLost, "the lock supplied is invalid: either the lock expired, or the message was already settled or removed from %q", q.ent.path())

@@ -54,9 +54,12 @@ func FuzzIngest(f *testing.F) {
 		if isBatch {
 			format = message.FormatBatch
 		}
-		msgs, err := ingestDelivery(format, payload)
+		one, msgs, err := ingestDelivery(format, payload)
 		if err != nil {
 			return
+		}
+		if one != nil {
+			msgs = []*broker.Message{one}
 		}
 		for _, m := range msgs {
 			if m.MessageID == "" {

@@ -36,8 +36,17 @@ const linkPipeline = 4
 // inbound is one delivery on its way to the broker.
 type inbound struct {
 	d    amqp.Delivery
-	msgs []*broker.Message
-	err  error // refused before reaching the broker
+	one  *broker.Message   // a single message's delivery
+	msgs []*broker.Message // a batch's
+	err  error             // refused before reaching the broker
+}
+
+// messages returns the delivery's messages.
+func (in *inbound) messages() []*broker.Message {
+	if in.one != nil {
+		return []*broker.Message{in.one}
+	}
+	return in.msgs
 }
 
 // propMaxBatchSize is the attach property telling the SDKs the largest batch.
@@ -95,32 +104,29 @@ func (l *sendLink) Transfer(_ *amqp.Receiver, d amqp.Delivery) {
 	if err := l.c.authorize(l.path, sas.Send); err != nil {
 		in.err = err
 	} else {
-		in.msgs, in.err = ingestDelivery(d.Format, d.Payload)
+		in.one, in.msgs, in.err = ingestDelivery(d.Format, d.Payload)
 	}
 	l.q.push(in)
 }
 
-// ingestDelivery maps a delivery's payload, a single message or a batch,
-// to broker messages.
-func ingestDelivery(format uint32, payload []byte) ([]*broker.Message, error) {
+// ingestDelivery maps a delivery's payload to broker messages: a single
+// message to one, a batch to batch.
+func ingestDelivery(format uint32, payload []byte) (one *broker.Message, batch []*broker.Message, err error) {
 	if format != message.FormatBatch {
 		m, err := ingest(payload)
-		if err != nil {
-			return nil, err
-		}
-		return []*broker.Message{m}, nil
+		return m, nil, err
 	}
 	parts, err := message.SplitBatch(payload)
 	if err != nil {
-		return nil, badRequest("the batch is not valid: %v", err)
+		return nil, nil, badRequest("the batch is not valid: %v", err)
 	}
 	msgs := make([]*broker.Message, len(parts))
 	for i, p := range parts {
 		if msgs[i], err = ingest(p); err != nil {
-			return nil, badRequest("batch message %d: %v", i, err)
+			return nil, nil, badRequest("batch message %d: %v", i, err)
 		}
 	}
-	return msgs, nil
+	return nil, msgs, nil
 }
 
 // run sends a batch of deliveries to the broker: consecutive valid
@@ -149,14 +155,18 @@ func (l *sendLink) sendGroup(group []inbound) {
 	ins := slices.Clone(group) // the caller's batch is reused once run returns
 	msgs := l.msgs[:0]
 	for i := range ins {
-		msgs = append(msgs, ins[i].msgs...)
+		if ins[i].one != nil {
+			msgs = append(msgs, ins[i].one)
+		} else {
+			msgs = append(msgs, ins[i].msgs...)
+		}
 	}
 	l.slots <- struct{}{}
 	l.last = l.c.h.b.SendAsync(ctx, l.path, msgs, l.last, func(_ []int64, err error) {
 		defer func() { <-l.slots }()
 		if err != nil && len(ins) > 1 {
 			for i := range ins {
-				ins[i].err = l.c.h.b.Send(ctx, l.path, ins[i].msgs)
+				ins[i].err = l.c.h.b.Send(ctx, l.path, ins[i].messages())
 			}
 		} else {
 			for i := range ins {

@@ -23,6 +23,9 @@ type serial[T any] struct {
 // push queues an item and starts the goroutine if none is running.
 func (s *serial[T]) push(it T) {
 	s.mu.Lock()
+	if s.items == nil {
+		s.items = make([]T, 0, 16) // rather than growing by doubling from one
+	}
 	s.items = append(s.items, it)
 	if s.running {
 		s.mu.Unlock()

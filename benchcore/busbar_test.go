@@ -206,3 +206,79 @@ func TestRawAcceptNextSessionTimesOut(t *testing.T) {
 		t.Fatalf("delivered sequence %v, want [0 1 2]", got)
 	}
 }
+
+// TestRawSessionIdleCompletesBeforeLeaving checks the raw consumer's
+// other way out of a session: SessionIdle without its last message. The
+// consumer stops the credit, has the broker answer every complete, and
+// detaches in the write of its next attach, which takes the same session
+// again once its last message is sent: only that message is delivered, the
+// first two having been completed.
+func TestRawSessionIdleCompletesBeforeLeaving(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	srv := busbartest.Start(t)
+	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true,
+		AdminAddr: srv.HTTPAddr().String(), SessionIdle: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}
+	if err := d.Prepare(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	p, err := d.NewProducer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	send := func(seqs ...uint32) {
+		t.Helper()
+		var msgs []Outgoing
+		for _, seq := range seqs {
+			b := make([]byte, 64)
+			EncodeHeader(b, Header{ID: uint64(seq), Keyed: true, Key: 7, Seq: seq, Last: seq == 2})
+			msgs = append(msgs, Outgoing{Body: b, Key: "k7"})
+		}
+		if err := p.Send(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := d.NewConsumer(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	rc := cons.(*rawConsumer)
+	s, err := rc.c.beginSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	deliver := func(b []byte) Delivery {
+		h, err := DecodeHeader(b)
+		if err != nil {
+			t.Errorf("foreign body %x", b)
+			return Delivery{Outcome: Foreign}
+		}
+		got = append(got, h.Seq)
+		return Delivery{Outcome: First, Keyed: true, Key: h.Key, Last: h.Last}
+	}
+	send(0, 1)
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != 0 || got[1] != 1 {
+		t.Fatalf("before the idle timeout: delivered %v, want [0 1]", got)
+	}
+	send(2)
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[2] != 2 {
+		t.Fatalf("delivered %v, want [0 1 2]: the completes of the first visit applied before it left", got)
+	}
+}

@@ -283,6 +283,8 @@ func (e *engine) sender(ctx context.Context, g, n int, p Producer) error {
 	}
 	batch := make([]Outgoing, 0, w.Batch)
 	hdrs := make([]Header, 0, w.Batch)
+	var key string // of the last keyed message: a batch is one key's
+	lastKey := uint32(0)
 	// A producer that copies bodies gets the same memory for every batch.
 	var slab []byte
 	if bc, ok := p.(BodyCopier); ok && bc.CopiesBodies() {
@@ -338,7 +340,10 @@ func (e *engine) sender(ctx context.Context, g, n int, p Producer) error {
 			EncodeHeader(body, *h)
 			o := Outgoing{Body: body}
 			if h.Keyed {
-				o.Key = "k" + strconv.Itoa(int(h.Key))
+				if key == "" || h.Key != lastKey {
+					key, lastKey = "k"+strconv.Itoa(int(h.Key)), h.Key
+				}
+				o.Key = key
 				o.Partition = int(h.Key) % w.Consumers
 			}
 			batch = append(batch, o)

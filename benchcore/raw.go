@@ -1,7 +1,10 @@
 package benchcore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -21,9 +24,9 @@ const RawClientVersion = "raw AMQP 1.0 (busbar bench)"
 // broker rather than the client:
 //
 //   - producers: one connection, session and sender link each; every
-//     message is one transfer frame copied from a template encoded once
-//     (only the delivery id, the tag and the engine's 32-byte header are
-//     patched); transfers are pipelined up to the link credit the broker
+//     message is one transfer frame: a template encoded once per key and
+//     body size (only the delivery id and the tag are patched) followed by
+//     the body; transfers are pipelined up to the link credit the broker
 //     grants, and concurrent Send calls share it;
 //   - consumers: link credit of Prefetch renewed at half, each body handed
 //     to the engine on the connection's reader goroutine, and peek-lock
@@ -41,6 +44,10 @@ const RawClientVersion = "raw AMQP 1.0 (busbar bench)"
 //   - keyed workloads accept the next available session (the
 //     com.microsoft:session-filter with a null value, described as the Go
 //     SDK writes it) on ConcurrentSessions AMQP sessions per consumer.
+//     Each session costs few writes: the attach goes with its credit, the
+//     credit's end (at the key's last message) with the last disposition,
+//     and the detach, once the completes are answered, with the next
+//     attach.
 //
 // Authentication: SASL PLAIN with the connection string's key name and key
 // when the broker offers it (Busbar does: the connection is then
@@ -127,10 +134,14 @@ func (d *RawDriver) NewProducer(ctx context.Context, index int) (Producer, error
 		return nil, err
 	}
 	l := newRawLink(s, true)
-	name := fmt.Sprintf("bench-snd-%d-%08x", index, newRunID())
-	if _, err := s.attach(ctx, l, &frames.Attach{Name: name, Handle: 0, Role: frames.RoleSender,
-		SndSettleMode: frames.SenderSettleUnsettled, Source: &frames.Source{Address: name},
-		Target: &frames.Target{Address: d.queue}}); err != nil {
+	l.name = fmt.Sprintf("bench-snd-%d-%08x", index, newRunID())
+	frame, err := frames.Append(nil, frames.TypeAMQP, s.ch, &frames.Attach{Name: l.name, Handle: 0, Role: frames.RoleSender,
+		SndSettleMode: frames.SenderSettleUnsettled, Source: &frames.Source{Address: l.name},
+		Target: &frames.Target{Address: d.queue}})
+	if err == nil {
+		err = s.attach(ctx, l, frame, 0)
+	}
+	if err != nil {
 		_ = c.Close()
 		return nil, fmt.Errorf("sender link: %w", err)
 	}
@@ -163,12 +174,13 @@ func (d *RawDriver) NewConsumer(ctx context.Context, _ int) (Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rawConsumer{d: d, c: c}, nil
+	return &rawConsumer{d: d, c: c, prefix: fmt.Sprintf("bench-rcv-%08x-", newRunID())}, nil
 }
 
 type rawConsumer struct {
-	d *RawDriver
-	c *rawConn
+	d      *RawDriver
+	c      *rawConn
+	prefix string // of its link names
 }
 
 func (c *rawConsumer) Close() error { return c.c.Close() }
@@ -181,14 +193,22 @@ var rawAcceptTimeout = 5 * time.Second
 // session filter descriptor the Go SDK writes (see amqp.go).
 var nextSessionFilter = encoding.Fields{sessionFilter: &encoding.Described{Descriptor: uint64(sessionFilterCode), Value: nil}}
 
-// openReceiver attaches a receiver (of the next available session when
-// keyed) on s and grants it credit.
-func (c *rawConsumer) openReceiver(ctx context.Context, s *rawSession, deliver DeliverFunc, keyed bool) (*rawLink, error) {
+// newReceiver returns a receiver link on s (of the next available session
+// when keyed), for an attach by receiverAttach.
+func (c *rawConsumer) newReceiver(s *rawSession, deliver DeliverFunc, keyed bool) *rawLink {
 	cfg := &c.d.cfg
 	l := newRawLink(s, false)
 	l.deliver = deliver
 	l.prefetch = uint32(cfg.Prefetch)
-	name := fmt.Sprintf("bench-rcv-%08x", newRunID())
+	l.keyed = keyed
+	l.settle = !cfg.ReceiveAndDelete
+	l.settleFirst = l.settle && cfg.SettleFirst
+	return l
+}
+
+// receiverAttach returns the attach of a receiver link called name.
+func (c *rawConsumer) receiverAttach(name string, keyed bool) *frames.Attach {
+	cfg := &c.d.cfg
 	a := &frames.Attach{Name: name, Handle: 0, Role: frames.RoleReceiver,
 		Source: &frames.Source{Address: c.d.queue}, Target: &frames.Target{Address: name}}
 	switch {
@@ -196,27 +216,56 @@ func (c *rawConsumer) openReceiver(ctx context.Context, s *rawSession, deliver D
 		a.SndSettleMode = frames.SenderSettleSettled
 	case cfg.SettleFirst:
 		a.SndSettleMode, a.RcvSettleMode = frames.SenderSettleUnsettled, frames.ReceiverSettleFirst
-		l.settle, l.settleFirst = true, true
 	default:
 		a.SndSettleMode, a.RcvSettleMode = frames.SenderSettleUnsettled, frames.ReceiverSettleSecond
-		l.settle = true
 	}
 	if keyed {
 		a.Source.Filter = nextSessionFilter
 		a.Properties = encoding.Fields{"com.microsoft:timeout": uint32(rawAcceptTimeout / time.Millisecond)}
 	}
-	if _, err := s.attach(ctx, l, a); err != nil {
-		return nil, err
-	}
-	conn := s.c
-	conn.mu.Lock()
-	l.creditLeft = l.prefetch
-	credit := l.prefetch
-	s.flowLocked(&credit, 0)
-	conn.mu.Unlock()
-	conn.flush()
-	return l, nil
+	return a
 }
+
+// sessionAttach returns the attach frame of s's next session receiver and
+// the link's name. Encoding an attach (its filter and properties) for
+// every session cost more than the rest of the link's setup, so s encodes
+// it once, with a name ending in a counter of rawNameDigits hex digits,
+// and each link patches that counter where the name appears (as the link
+// name and the target address). The frame is s's, reused by its next link.
+func (c *rawConsumer) sessionAttach(s *rawSession) ([]byte, string, error) {
+	if s.attachFrame == nil {
+		name := fmt.Sprintf("%s%d-%0*x", c.prefix, s.ch, rawNameDigits, 0)
+		f, err := frames.Append(nil, frames.TypeAMQP, s.ch, c.receiverAttach(name, true))
+		if err != nil {
+			return nil, "", err
+		}
+		var at []int
+		for off := 0; ; {
+			i := bytes.Index(f[off:], []byte(name))
+			if i < 0 {
+				break
+			}
+			off += i + len(name)
+			at = append(at, off-rawNameDigits)
+		}
+		if len(at) != 2 {
+			return nil, "", fmt.Errorf("raw: link name found %d times in its attach, not 2", len(at))
+		}
+		s.attachFrame, s.nameAt, s.nameLen = f, [2]int(at), len(name)
+	}
+	s.links++
+	var n [rawNameDigits / 2]byte
+	binary.BigEndian.PutUint32(n[:], s.links)
+	for _, at := range s.nameAt {
+		hex.Encode(s.attachFrame[at:at+rawNameDigits], n[:])
+	}
+	end := s.nameAt[0] + rawNameDigits
+	return s.attachFrame, string(s.attachFrame[end-s.nameLen : end]), nil
+}
+
+// rawNameDigits is the length of the counter that ends a session receiver's
+// name (hex, 32 bits).
+const rawNameDigits = 8
 
 // Run implements Consumer. Once it returns, deliver is never called again.
 func (c *rawConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
@@ -230,7 +279,12 @@ func (c *rawConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
 		if err != nil {
 			return err
 		}
-		l, err := c.openReceiver(ctx, s, deliver, false)
+		l := c.newReceiver(s, deliver, false)
+		l.name = fmt.Sprintf("%s%d", c.prefix, s.ch)
+		frame, err := frames.Append(nil, frames.TypeAMQP, s.ch, c.receiverAttach(l.name, false))
+		if err == nil {
+			err = s.attach(ctx, l, frame, l.prefetch)
+		}
 		if err != nil {
 			return fmt.Errorf("receiver link: %w", err)
 		}
@@ -244,6 +298,7 @@ func (c *rawConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
 		}
 	}
 	return runConcurrently(ctx, c.d.cfg.ConcurrentSessions, func(ctx context.Context) error {
+		defer c.c.flush() // the last detach (see rawLink.leave)
 		s, err := c.c.beginSession(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -267,37 +322,42 @@ func (c *rawConsumer) Run(ctx context.Context, deliver DeliverFunc) error {
 // last message or SessionIdle without one, completes what it received and
 // lets the session go.
 func (c *rawConsumer) oneSession(ctx context.Context, s *rawSession, deliver DeliverFunc) error {
-	l, err := c.openReceiver(ctx, s, deliver, true)
+	// One timer per AMQP session, reused by its links. The broker's attach
+	// starts the idle wait (rawLink.onAttach), so that this goroutine is
+	// not woken for it: once per session (finished) is the common case.
+	if s.idle == nil {
+		s.idle = time.NewTimer(time.Hour)
+		s.idle.Stop()
+	}
+	defer s.idle.Stop()
+	l := c.newReceiver(s, deliver, true)
+	l.idle, l.idleAfter = s.idle, c.d.cfg.SessionIdle
+	frame, name, err := c.sessionAttach(s)
+	if err == nil {
+		l.name = name
+		err = s.sendAttach(l, frame, l.prefetch)
+	}
 	if err != nil {
+		return fmt.Errorf("accept next session: %w", err)
+	}
+	select {
+	case <-l.finished: // the common case: nothing left to wait for
+	case <-s.idle.C:
+	case <-l.detached:
+		if !l.isRefused() {
+			return &rawLinkError{l.detErr}
+		}
+		err := l.refusal()
 		var le *rawLinkError
 		if errors.As(err, &le) && le.condition() == "com.microsoft:timeout" {
 			return nil // no session available yet
 		}
 		return fmt.Errorf("accept next session: %w", err)
-	}
-	idle := time.NewTimer(c.d.cfg.SessionIdle)
-	defer idle.Stop()
-	select {
-	case <-l.lastSeen:
-	case <-idle.C:
-	case <-l.detached:
-		return &rawLinkError{l.detErr}
 	case <-ctx.Done():
 		return nil
 	case <-c.c.done:
 		return c.c.failure()
 	}
 	// Stop the flow of messages, have every complete applied, then leave.
-	conn := s.c
-	conn.mu.Lock()
-	l.closing = true
-	zero := uint32(0)
-	s.flowLocked(&zero, l.received)
-	conn.mu.Unlock()
-	dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := l.waitAnswered(dctx); err != nil {
-		return err
-	}
-	return l.detach(dctx)
+	return l.leave(s.idle)
 }

@@ -3,6 +3,7 @@ package benchcore
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
@@ -10,25 +11,28 @@ import (
 )
 
 // TestRawTemplateIsAValidTransfer decodes the raw client's hand-encoded
-// transfer frames with the broker's own decoder: the patched delivery id,
-// tag and engine header land where they must, and the message carries the
-// session id as group-id and the body as one data section.
+// transfer frames with the broker's own decoder: the patched delivery id
+// and tag land where they must, and the message carries the session id as
+// group-id and the body as one data section, for bodies whose binary has
+// a one-byte and a four-byte length.
 func TestRawTemplateIsAValidTransfer(t *testing.T) {
-	body := make([]byte, 300)
-	for i := range body {
-		body[i] = byte(i)
-	}
-	for _, key := range []string{"", "k4711"} {
-		tm, err := newRawTemplate(3, key, body)
+	for _, c := range []struct {
+		key  string
+		size int
+	}{{"", 300}, {"k4711", 300}, {"k1", 255}, {"", HeaderSize}} {
+		key := c.key
+		tm, err := newRawTemplate(3, key, c.size)
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := make([]byte, len(body))
-		copy(msg, body)
+		msg := make([]byte, c.size)
+		for i := range msg {
+			msg[i] = byte(i)
+		}
 		EncodeHeader(msg, Header{Run: 9, ID: 77, Keyed: key != "", Key: 4711, Seq: 2})
 		o := Outgoing{Body: msg, Key: key}
 		if !tm.fits(&o) {
-			t.Fatal("a body differing only in its header must fit the template")
+			t.Fatal("a body of the template's size and key must fit it")
 		}
 		frame := tm.appendTo([]byte("prefix"), 0xA1B2C3D4, &o)[len("prefix"):]
 		h, err := frames.ParseHeader(frame)
@@ -67,10 +71,8 @@ func TestRawTemplateIsAValidTransfer(t *testing.T) {
 		if err != nil || !bytes.Equal(got, msg) {
 			t.Fatalf("dataBody = %x, %v; want the body", got[:8], err)
 		}
-		other := append([]byte(nil), msg...)
-		other[len(other)-1]++
-		if tm.fits(&Outgoing{Body: other, Key: key}) || tm.fits(&Outgoing{Body: msg, Key: key + "x"}) || tm.fits(&Outgoing{Body: msg[:100], Key: key}) {
-			t.Fatal("a body differing past the header, another key or another size must not fit")
+		if tm.fits(&Outgoing{Body: msg, Key: key + "x"}) || tm.fits(&Outgoing{Body: msg[:len(msg)-1], Key: key}) {
+			t.Fatal("another key or another size must not fit")
 		}
 	}
 }
@@ -228,4 +230,203 @@ func TestRawSenderSettlesRanges(t *testing.T) {
 	if b.err == nil || l.unsettled != 0 {
 		t.Fatalf("refused send: err %v, unsettled %d; want an error and 0", b.err, l.unsettled)
 	}
+}
+
+// TestRawReadAttach checks the raw client's partial attach decoder against
+// the full one: name, handle, role, initial-delivery-count and whether each
+// terminus is there, for attaches as Busbar answers a session receiver
+// (filter and properties included), refuses one, or answers a sender; and
+// that it leaves every other frame to the full decoder.
+func TestRawReadAttach(t *testing.T) {
+	accepted := &frames.Attach{Name: "bench-rcv-1-00000002", Handle: 5, Role: frames.RoleSender,
+		SndSettleMode: frames.SenderSettleUnsettled, RcvSettleMode: frames.ReceiverSettleSecond,
+		Source: &frames.Source{Address: "q", Filter: encoding.Fields{sessionFilter: &encoding.Described{Descriptor: uint64(sessionFilterCode), Value: "k42"}}},
+		Target: &frames.Target{Address: "bench-rcv-1-00000002"}, InitialDeliveryCount: 7, MaxMessageSize: 1 << 20,
+		Properties: encoding.Fields{"com.microsoft:locked-until-utc": int64(638000000000000000)}}
+	refused := &frames.Attach{Name: "bench-rcv-1-00000003", Handle: 6, Role: frames.RoleSender,
+		Target: &frames.Target{Address: "bench-rcv-1-00000003"}}
+	sender := &frames.Attach{Name: "bench-snd-0", Role: frames.RoleReceiver, Source: &frames.Source{Address: "bench-snd-0"}}
+	for _, a := range []*frames.Attach{accepted, refused, sender} {
+		frame, err := frames.Append(nil, frames.TypeAMQP, 1, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := frames.ParseHeader(frame)
+		full, err := frames.Decode(h, frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := full.(*frames.Attach)
+		var got frames.Attach
+		if !readAttach(frame[int(h.DataOff)*4:], &got) {
+			t.Fatalf("readAttach did not read the attach of %q", a.Name)
+		}
+		if got.Name != want.Name || got.Handle != want.Handle || got.Role != want.Role ||
+			got.InitialDeliveryCount != want.InitialDeliveryCount ||
+			(got.Source == nil) != (want.Source == nil) || (got.Target == nil) != (want.Target == nil) {
+			t.Fatalf("readAttach read %+v, want the fields of %+v", got, want)
+		}
+	}
+	id := uint32(1)
+	for _, b := range []frames.Body{&frames.Flow{IncomingWindow: 1}, &frames.Detach{Handle: 0, Closed: true},
+		&frames.Transfer{DeliveryID: &id, DeliveryTag: []byte{1}, Payload: []byte{0}}} {
+		frame, err := frames.Append(nil, frames.TypeAMQP, 1, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := frames.ParseHeader(frame)
+		var got frames.Attach
+		if readAttach(frame[int(h.DataOff)*4:], &got) {
+			t.Fatalf("readAttach read a %T as an attach", b)
+		}
+	}
+}
+
+// TestRawSessionAttach checks the attach a session encodes once for its
+// session receivers: each link's frame is the attach receiverAttach builds,
+// on the session's channel, with a name of its own that is also the target
+// address.
+func TestRawSessionAttach(t *testing.T) {
+	d := &RawDriver{}
+	d.cfg.Prefetch = 100
+	d.queue = "q1"
+	c := &rawConsumer{d: d, prefix: "bench-rcv-0badcafe-"}
+	s := &rawSession{ch: 9}
+	seen := map[string]bool{}
+	for range 3 {
+		frame, name, err := c.sessionAttach(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := frames.ParseHeader(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := frames.Decode(h, frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := body.(*frames.Attach)
+		if h.Channel != 9 || got.Name != name || seen[name] || got.Target == nil || got.Target.Address != name {
+			t.Fatalf("attach on channel %d named %q (target %+v), want channel 9 and a new name %q as the target", h.Channel, got.Name, got.Target, name)
+		}
+		seen[name] = true
+		want, err := frames.Append(nil, frames.TypeAMQP, 9, c.receiverAttach(name, true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(frame, want) {
+			t.Fatalf("attach %x, want %x", frame, want)
+		}
+	}
+}
+
+// TestRawLastMessageLeavesAtOnce feeds a session receiver its key's
+// messages as the reader would: the early credit goes out right after the
+// attach, without a delivery-count (the broker's is not known yet); the
+// last message stops the credit, in the same output as the disposition;
+// and the link is finished only once the broker has answered that
+// disposition: leaving waits for that answer, and then queues the detach
+// without waiting for anything.
+func TestRawLastMessageLeavesAtOnce(t *testing.T) {
+	c := &rawConn{done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	s := &rawSession{c: c, ch: 4}
+	l := newRawLink(s, false)
+	l.name, l.keyed, l.settle, l.prefetch = "r", true, true, 100
+	var last bool
+	l.deliver = func([]byte) Delivery { return Delivery{Outcome: First, Keyed: true, Last: last} }
+	if err := s.sendAttach(l, []byte("attach"), l.prefetch); err != nil {
+		t.Fatal(err)
+	}
+	flows, _ := rawOutput(t, c.out[len("attach"):])
+	if len(flows) != 1 || *flows[0].LinkCredit != 100 || flows[0].DeliveryCount != nil {
+		t.Fatalf("flows after the attach %+v, want one granting 100 with no delivery-count", flows)
+	}
+	c.out = c.out[:0]
+	if err := s.onAttach(&frames.Attach{Name: "r", Handle: 3, Role: frames.RoleSender, Source: &frames.Source{}, InitialDeliveryCount: 50}); err != nil {
+		t.Fatal(err)
+	}
+	payload := message.AppendData(nil, make([]byte, HeaderSize))
+	for id := uint32(10); id < 13; id++ {
+		last = id == 12
+		if err := s.onTransfer(&frames.Transfer{Handle: 3, DeliveryID: &id, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.flushSettlementsLocked() // as the reader does before it reads again
+	flows, disps := rawOutput(t, c.out)
+	if len(flows) != 1 || *flows[0].LinkCredit != 0 || flows[0].DeliveryCount == nil || *flows[0].DeliveryCount != 53 ||
+		len(disps) != 1 || disps[0].First != 10 || *disps[0].Last != 12 {
+		t.Fatalf("after the last message: flows %+v, dispositions %+v; want credit 0 at delivery-count 53 and one disposition 10..12", flows, disps)
+	}
+	select {
+	case <-l.finished:
+		t.Fatal("finished before the broker answered the completes")
+	default:
+	}
+	// Leaving now waits for the answers, here in vain: no detach.
+	defer func(d time.Duration) { rawLeaveTimeout = d }(rawLeaveTimeout)
+	rawLeaveTimeout = time.Nanosecond
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	c.out = c.out[:0]
+	if err := l.leave(timer); err == nil || len(c.out) != 0 || s.link != l {
+		t.Fatalf("leave with completes unanswered: %v, output %x; want a timeout, no detach, the link kept", err, c.out)
+	}
+	ten := uint32(10)
+	if err := s.onDisposition(&frames.Disposition{Role: frames.RoleSender, First: 10, Last: &ten, Settled: true, State: &frames.Accepted{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.finished:
+		t.Fatal("finished with two completes unanswered")
+	default:
+	}
+	twelve := uint32(12)
+	if err := s.onDisposition(&frames.Disposition{Role: frames.RoleSender, First: 11, Last: &twelve, Settled: true, State: &frames.Accepted{}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.finished:
+	default:
+		t.Fatal("not finished once every complete was answered")
+	}
+	if err := l.leave(timer); err != nil {
+		t.Fatal(err)
+	}
+	h, err := frames.ParseHeader(c.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := frames.Decode(h, c.out); err != nil || int(h.Size) != len(c.out) {
+		t.Fatalf("after leave: %v, %v; want only a detach", b, err)
+	} else if det, ok := b.(*frames.Detach); !ok || !det.Closed || s.link != nil {
+		t.Fatalf("after leave: %+v, session link %v; want a closing detach and the link forgotten", b, s.link)
+	}
+}
+
+// rawOutput decodes the flows and dispositions in a raw connection's
+// output.
+func rawOutput(t *testing.T, b []byte) (flows []frames.Flow, disps []frames.Disposition) {
+	t.Helper()
+	for len(b) > 0 {
+		h, err := frames.ParseHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := frames.Decode(h, b[:h.Size])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch f := body.(type) {
+		case *frames.Flow:
+			flows = append(flows, *f)
+		case *frames.Disposition:
+			disps = append(disps, *f)
+		default:
+			t.Fatalf("unexpected %T", body)
+		}
+		b = b[h.Size:]
+	}
+	return flows, disps
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
 )
 
@@ -70,6 +71,7 @@ type rawConn struct {
 	byRemote    map[uint16]*rawSession
 	muted       bool           // deliveries are dropped: the consumer's Run has returned
 	dec         frames.Decoder // the reader's alone
+	attach      frames.Attach  // the reader's: the last attach (see readAttach)
 	lastChannel uint16         // the channel of the frame readFrame returned
 }
 
@@ -204,7 +206,12 @@ func (c *rawConn) readFrame() (frames.Body, error) {
 				return nil, err
 			}
 		}
-		body, err := c.dec.Decode(h, buf)
+		var body frames.Body
+		if h.Type == frames.TypeAMQP && readAttach(buf[int(h.DataOff)*4:], &c.attach) {
+			body = &c.attach
+		} else {
+			body, err = c.dec.Decode(h, buf)
+		}
 		if int(h.Size) <= c.br.Size() {
 			_, _ = c.br.Discard(int(h.Size))
 		}
@@ -219,6 +226,64 @@ func (c *rawConn) readFrame() (frames.Body, error) {
 		}
 		return body, nil
 	}
+}
+
+// readAttach decodes, when b holds an attach, the fields the raw client
+// uses into a: name, handle, role, initial-delivery-count, and whether the
+// source and target are present (as rawPresent placeholders). It skips
+// the rest, which Busbar echoes from our attach (the session filter, the
+// properties) and which the full decoder would allocate for every
+// session. It reports false for any other frame, and for an attach it
+// cannot read, which the full decoder then decodes or reports.
+func readAttach(b []byte, a *frames.Attach) bool {
+	d := encoding.NewDecoder(b)
+	if code, sym, err := d.ReadDescriptor(); err != nil || sym != nil || code != frames.DescAttach {
+		return false
+	}
+	f, n, err := d.ReadList()
+	if err != nil || n < 3 {
+		return false
+	}
+	*a = frames.Attach{}
+	if a.Name, err = f.ReadString(); err != nil {
+		return false
+	}
+	if a.Handle, err = f.ReadUint32(); err != nil {
+		return false
+	}
+	role, err := f.ReadBool()
+	if err != nil {
+		return false
+	}
+	a.Role = frames.Role(role)
+	const source, target, initialDeliveryCount = 5, 6, 9 // field numbers
+	for i := 3; i < n && i <= initialDeliveryCount; i++ {
+		if f.ReadNull() {
+			continue
+		}
+		switch i {
+		case source:
+			a.Source = &rawPresent.source
+		case target:
+			a.Target = &rawPresent.target
+		case initialDeliveryCount:
+			if a.InitialDeliveryCount, err = f.ReadUint32(); err != nil {
+				return false
+			}
+			continue
+		}
+		if f.Skip() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// rawPresent stands for the termini of an attach read by readAttach: only
+// whether they are there matters. Never modified.
+var rawPresent struct {
+	source frames.Source
+	target frames.Target
 }
 
 // fail ends the connection with err (the first error wins).
@@ -342,8 +407,13 @@ func (c *rawConn) reader() {
 					s.link.flushSettlementsLocked()
 				}
 			}
+			// Wake the writer only with something to write: a wake-up for
+			// nothing costs goroutine switches at every read.
+			queued := len(c.out) > 0
 			c.mu.Unlock()
-			c.flush()
+			if queued {
+				c.flush()
+			}
 		}
 		body, err := c.readFrame()
 		if err != nil {
@@ -420,6 +490,15 @@ type rawSession struct {
 
 	link *rawLink // the link on handle 0
 	cbs  *rawCBS  // the CBS exchange (handles 1 and 2), if any
+
+	// Used by a consumer's session goroutine alone: its reused timer and
+	// its receivers' attach frame (see rawConsumer.oneSession and
+	// sessionAttach).
+	idle        *time.Timer
+	attachFrame []byte
+	nameAt      [2]int // where the counter ending the link name lies in attachFrame
+	nameLen     int
+	links       uint32 // receivers attached
 }
 
 // beginSession starts a session and waits for the broker's begin.
@@ -515,18 +594,6 @@ func (s *rawSession) onDisposition(f *frames.Disposition) error {
 		last = *f.Last
 	}
 	return s.link.onDisposition(f.Role, f.First, last, f.Settled, f.State)
-}
-
-// flowLocked appends a flow for handle 0 of s with credit (nil: session
-// only), renewing the session window.
-func (s *rawSession) flowLocked(credit *uint32, deliveryCount uint32) {
-	next := s.nextIncoming
-	f := &frames.Flow{NextIncomingID: &next, IncomingWindow: rawWindow, NextOutgoingID: s.nextOutgoing, OutgoingWindow: rawWindow}
-	if credit != nil {
-		h := uint32(0)
-		f.Handle, f.DeliveryCount, f.LinkCredit = &h, &deliveryCount, credit
-	}
-	s.c.appendLocked(s.ch, f)
 }
 
 // frameError formats an AMQP error for a Go error.

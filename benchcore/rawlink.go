@@ -1,11 +1,11 @@
 package benchcore
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/busbar-io/busbar/amqp/encoding"
 	"github.com/busbar-io/busbar/amqp/frames"
@@ -25,9 +25,8 @@ type rawLink struct {
 	detached chan struct{} // closed by the broker's detach
 	refused  bool          // the broker's attach had no terminus: a detach with the reason follows
 	detErr   *frames.Error
-	closing  bool           // leaving: no more credit
-	detSent  bool           // we sent our detach: later deliveries are left to the broker to release
-	replyTo  *frames.Attach // where the broker's attach goes
+	closing  bool // leaving: no more credit
+	detSent  bool // we sent our detach: later deliveries are left to the broker to release
 
 	// Sender.
 	credit        uint32
@@ -48,7 +47,11 @@ type rawLink struct {
 	pendN       int
 	awaiting    int // completes sent, not yet answered by the broker
 	answered    chan struct{}
-	lastSeen    chan struct{} // the key's last message was delivered
+	keyed       bool        // a session receiver: its key's last message ends it
+	idle        *time.Timer // reset to idleAfter by the broker's attach (session receivers)
+	idleAfter   time.Duration
+	last        bool          // the key's last message was delivered
+	finished    chan struct{} // last, and every complete answered: the link may go
 	rejectErr   error
 	partial     []byte // a delivery split over several transfers
 	// pendingID and pendingSettled describe the delivery being received.
@@ -74,43 +77,70 @@ func newRawLink(s *rawSession, sender bool) *rawLink {
 		l.creditWake = make(chan struct{}, 1)
 	} else {
 		l.answered = make(chan struct{}, 1)
-		l.lastSeen = make(chan struct{}, 1)
+		l.finished = make(chan struct{}, 1)
 	}
 	return l
 }
 
-// attach sends a on s, waits for the broker's attach and returns the link;
-// a refused attach returns the broker's detach error.
-func (s *rawSession) attach(ctx context.Context, l *rawLink, a *frames.Attach) (*frames.Attach, error) {
+// attach sends l's attach frame on s (see sendAttach) and waits for the
+// broker's attach; a refused attach returns the broker's detach error.
+func (s *rawSession) attach(ctx context.Context, l *rawLink, frame []byte, credit uint32) error {
+	if err := s.sendAttach(l, frame, credit); err != nil {
+		return err
+	}
+	if err := s.c.wait(ctx, l.attached); err != nil {
+		return err
+	}
+	if !l.isRefused() {
+		return nil
+	}
+	if err := s.c.wait(ctx, l.detached); err != nil {
+		return err
+	}
+	return l.refusal()
+}
+
+// sendAttach makes l the session's link and sends its attach frame (on
+// handle 0, with the name l has) and, when credit is not 0 (a receiver), a
+// flow granting it, in one write: a flow may follow our attach at once,
+// and the broker keeps the credit until it answers.
+func (s *rawSession) sendAttach(l *rawLink, frame []byte, credit uint32) error {
 	c := s.c
-	reply := new(frames.Attach)
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
-		return nil, c.err
+		return c.err
 	}
 	s.link = l
-	l.name = a.Name
-	l.replyTo = reply
-	c.appendLocked(s.ch, a)
+	c.out = append(c.out, frame...)
+	if credit > 0 {
+		l.creditLeft = credit
+		l.creditLocked(credit)
+	}
 	c.mu.Unlock()
 	c.flush()
-	if err := c.wait(ctx, l.attached); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// isRefused reports whether the broker's attach (which must have arrived)
+// refused the link.
+func (l *rawLink) isRefused() bool {
+	c := l.s.c
 	c.mu.Lock()
-	refused := l.refused
-	c.mu.Unlock()
-	if refused {
-		if err := c.wait(ctx, l.detached); err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		s.link = nil
-		c.mu.Unlock()
-		return nil, &rawLinkError{l.detErr}
+	defer c.mu.Unlock()
+	return l.refused
+}
+
+// refusal forgets a refused link once the broker's detach has arrived, and
+// returns the reason.
+func (l *rawLink) refusal() error {
+	c := l.s.c
+	c.mu.Lock()
+	if l.s.link == l {
+		l.s.link = nil
 	}
-	return reply, nil
+	c.mu.Unlock()
+	return &rawLinkError{l.detErr}
 }
 
 // wait waits for ch to be closed (or to deliver), the connection to fail
@@ -140,15 +170,19 @@ func (e *rawLinkError) condition() string {
 }
 
 func (l *rawLink) onAttach(f *frames.Attach) error {
-	if l.replyTo == nil {
+	select {
+	case <-l.attached:
 		return errors.New("raw: unexpected second attach")
+	default:
 	}
-	*l.replyTo = *f
-	l.replyTo = nil
 	if l.sender {
 		l.refused = f.Target == nil
 	} else {
 		l.refused = f.Source == nil
+		l.received = f.InitialDeliveryCount // the sender's delivery-count, which our flows echo
+	}
+	if l.idle != nil && !l.refused {
+		l.idle.Reset(l.idleAfter)
 	}
 	close(l.attached)
 	return nil
@@ -242,8 +276,21 @@ func (l *rawLink) onDisposition(role frames.Role, first, last uint32, settled bo
 		case l.answered <- struct{}{}:
 		default:
 		}
+		l.checkFinishedLocked()
 	}
 	return nil
+}
+
+// checkFinishedLocked signals finished once the key's last message was
+// delivered and every complete of the link answered: the consumer can then
+// let the session go without waiting for anything more.
+func (l *rawLink) checkFinishedLocked() {
+	if l.last && l.pendN == 0 && l.awaiting == 0 {
+		select {
+		case l.finished <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func stateText(st frames.DeliveryState) string {
@@ -285,12 +332,6 @@ func (l *rawLink) onTransfer(f *frames.Transfer) error {
 	l.partial = l.partial[:0]
 	l.received++
 	l.creditLeft--
-	if dl.Last {
-		select {
-		case l.lastSeen <- struct{}{}:
-		default:
-		}
-	}
 	id := l.pendingID
 	if l.settle && !l.pendingSettled {
 		if l.pendN > 0 && id == l.pendLast+1 {
@@ -304,12 +345,35 @@ func (l *rawLink) onTransfer(f *frames.Transfer) error {
 			l.flushSettlementsLocked()
 		}
 	}
+	if dl.Last && l.keyed && !l.last {
+		// The session has nothing more for us: stop its flow now, so that
+		// the flow goes out with the last disposition, in one write.
+		l.last = true
+		if !l.closing {
+			l.closing = true
+			l.creditLocked(0)
+		}
+		l.checkFinishedLocked()
+	}
 	if !l.closing && l.creditLeft <= l.prefetch/2 {
 		l.creditLeft = l.prefetch
-		credit := l.prefetch
-		l.s.flowLocked(&credit, l.received)
+		l.creditLocked(l.prefetch)
 	}
 	return nil
+}
+
+// creditLocked appends a flow that sets the link's credit and renews the
+// session window. Its delivery-count is the broker's as last known; before
+// the broker's attach it is unknown and must be left out (AMQP 1.0, 2.7.4).
+func (l *rawLink) creditLocked(credit uint32) {
+	s := l.s
+	next, h, dc := s.nextIncoming, uint32(0), l.received
+	f := &frames.Flow{NextIncomingID: &next, IncomingWindow: rawWindow, NextOutgoingID: s.nextOutgoing, OutgoingWindow: rawWindow,
+		Handle: &h, LinkCredit: &credit}
+	if l.remoteOK {
+		f.DeliveryCount = &dc
+	}
+	s.c.appendLocked(s.ch, f)
 }
 
 // flushSettlementsLocked sends one disposition accepting every delivery
@@ -327,67 +391,86 @@ func (l *rawLink) flushSettlementsLocked() {
 	l.pendN = 0
 }
 
-// detach closes the link and waits for the broker's detach.
-func (l *rawLink) detach(ctx context.Context) error {
+// leave stops the link's credit, waits until the broker has answered every
+// complete sent on it (peek-lock, settle mode second: the completes are
+// applied before the link goes) and queues its detach; it returns the first
+// refusal. The wait is bounded by t, which it resets only when it has to
+// wait.
+//
+// leave neither writes the detach nor waits for the broker's: the caller's
+// next attach (or its final flush) carries it in the same write, and the
+// session forgets the link at once. Nothing the broker sends for it after
+// that matters: every complete was answered, deliveries it sent before our
+// flow(0) are dropped unsettled (it releases them), and its detach answers
+// ours.
+func (l *rawLink) leave(t *time.Timer) error {
 	c := l.s.c
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return c.err
-	}
-	l.flushSettlementsLocked()
-	select {
-	case <-l.detached:
-	default:
-		l.closing, l.detSent = true, true
-		c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
-	}
-	c.mu.Unlock()
-	c.flush()
-	if err := c.wait(ctx, l.detached); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	if l.s.link == l {
-		l.s.link = nil
-	}
-	c.mu.Unlock()
-	return nil
-}
-
-// waitAnswered waits until the broker has answered every complete sent so
-// far (peek-lock, settle mode second) and returns the first refusal.
-func (l *rawLink) waitAnswered(ctx context.Context) error {
-	c := l.s.c
+	timing := false
 	for {
 		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return c.err
+		}
+		queued := len(c.out)
+		if !l.closing {
+			l.closing = true
+			l.creditLocked(0)
+		}
 		l.flushSettlementsLocked()
 		n, err := l.awaiting, l.rejectErr
+		gone := false
+		select {
+		case <-l.detached:
+			gone = true
+		default:
+		}
+		if err == nil && n == 0 {
+			// Decided under the lock the reader delivers under: no
+			// delivery can slip in between the last answer and the detach.
+			if !gone {
+				l.detSent = true
+				c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
+			}
+			l.s.link = nil
+		}
+		wrote := len(c.out) > queued
 		c.mu.Unlock()
-		c.flush()
-		if err != nil || n == 0 {
+		switch {
+		case err != nil || n == 0:
 			return err
+		case gone:
+			return &rawLinkError{l.detErr}
+		}
+		if wrote {
+			c.flush()
+		}
+		if !timing {
+			timing = true
+			t.Reset(rawLeaveTimeout)
 		}
 		select {
 		case <-l.answered:
 		case <-l.detached:
-			return &rawLinkError{l.detErr}
 		case <-c.done:
 			return c.failure()
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-t.C:
+			return fmt.Errorf("raw: %d completes not answered in %v", n, rawLeaveTimeout)
 		}
 	}
 }
 
-// rawTemplate is one pre-encoded transfer frame: only the delivery id and
-// tag, and the engine's header inside the body, change from message to
-// message.
+// rawLeaveTimeout bounds a consumer's wait for the answers to its completes
+// (a variable for tests).
+var rawLeaveTimeout = 30 * time.Second
+
+// rawTemplate is the pre-encoded start of a transfer frame, everything up
+// to the body: only the delivery id and tag change from message to
+// message, and each message's body follows as it is.
 type rawTemplate struct {
-	frame  []byte
-	key    string
-	body   []byte // the body the frame was built from
-	hdrOff int    // where the body's first byte lies in frame
+	frame []byte // header, transfer, properties and the data section's constructor
+	key   string
+	size  int // the body size it was built for (the frame size depends on it)
 }
 
 // Offsets in a template frame: an 8-byte frame header, the transfer's
@@ -399,10 +482,10 @@ const (
 	tmplPerfSize   = 8 + 3 + 3 + 5 + 5 + 10 + 1 + 1
 )
 
-// newRawTemplate encodes a transfer of body (with group-id key when key is
-// not empty) on channel ch, handle 0, unsettled.
-func newRawTemplate(ch uint16, key string, body []byte) (*rawTemplate, error) {
-	f := make([]byte, tmplPerfSize, tmplPerfSize+len(body)+64)
+// newRawTemplate encodes a transfer of a size-byte body (with group-id key
+// when key is not empty) on channel ch, handle 0, unsettled.
+func newRawTemplate(ch uint16, key string, size int) (*rawTemplate, error) {
+	f := make([]byte, tmplPerfSize, tmplPerfSize+64+len(key))
 	f[4], f[5] = 2, frames.TypeAMQP
 	binary.BigEndian.PutUint16(f[tmplChannelOff:], ch)
 	p := f[8:8]
@@ -422,25 +505,30 @@ func newRawTemplate(ch uint16, key string, body []byte) (*rawTemplate, error) {
 			return nil, err
 		}
 	}
-	f = message.AppendData(f, body)
-	binary.BigEndian.PutUint32(f, uint32(len(f)))
-	return &rawTemplate{frame: f, key: key, body: append([]byte(nil), body...), hdrOff: len(f) - len(body)}, nil
+	// The data section: its descriptor and a binary of size bytes.
+	f = encoding.AppendDescriptor(f, message.DescData)
+	if size <= 0xff {
+		f = append(f, encoding.CodeVbin8, byte(size))
+	} else {
+		f = binary.BigEndian.AppendUint32(append(f, encoding.CodeVbin32), uint32(size))
+	}
+	binary.BigEndian.PutUint32(f, uint32(len(f)+size))
+	return &rawTemplate{frame: f, key: key, size: size}, nil
 }
 
-// fits reports whether t encodes o apart from the engine's header.
+// fits reports whether t can carry o.
 func (t *rawTemplate) fits(o *Outgoing) bool {
-	return t != nil && t.key == o.Key && len(t.body) == len(o.Body) && bytes.Equal(t.body[HeaderSize:], o.Body[HeaderSize:])
+	return t != nil && t.key == o.Key && t.size == len(o.Body)
 }
 
-// appendTo appends t's frame for delivery id with o's header.
+// appendTo appends the frame of o as delivery id.
 func (t *rawTemplate) appendTo(dst []byte, id uint32, o *Outgoing) []byte {
 	start := len(dst)
 	dst = append(dst, t.frame...)
 	f := dst[start:]
 	binary.BigEndian.PutUint32(f[tmplIDOff:], id)
 	binary.BigEndian.PutUint64(f[tmplTagOff:], uint64(id))
-	copy(f[t.hdrOff:t.hdrOff+HeaderSize], o.Body[:HeaderSize])
-	return dst
+	return append(dst, o.Body...)
 }
 
 // send transfers msgs (one frame each, from templates) as credit allows
@@ -453,11 +541,11 @@ func (l *rawLink) send(ctx context.Context, msgs []Outgoing, cache *rawTemplate)
 		// Templates are built outside the lock.
 		if !t.fits(&msgs[i]) {
 			var err error
-			if t, err = newRawTemplate(l.s.ch, msgs[i].Key, msgs[i].Body); err != nil {
+			if t, err = newRawTemplate(l.s.ch, msgs[i].Key, len(msgs[i].Body)); err != nil {
 				return t, err
 			}
-			if uint32(len(t.frame)) > c.peerMax {
-				return nil, fmt.Errorf("raw: a %d-byte transfer exceeds the broker's frame size %d (the raw client sends one frame per message)", len(t.frame), c.peerMax)
+			if n := uint64(len(t.frame) + t.size); n > uint64(c.peerMax) {
+				return nil, fmt.Errorf("raw: a %d-byte transfer exceeds the broker's frame size %d (the raw client sends one frame per message)", n, c.peerMax)
 			}
 		}
 		c.mu.Lock()

@@ -100,21 +100,22 @@ func (b *Broker) AcceptNextSession(ctx context.Context, path string, timeout tim
 	if err != nil {
 		return nil, err
 	}
-	c := b.newConsumer(e, p, o)
 	q := e.q
 	q.mu.Lock()
 	if e.deleted.Load() {
 		q.mu.Unlock()
 		return nil, errorf(ErrNotFound, "%q was deleted", e.path())
 	}
-	if s := q.nextReady(); s != nil {
+	s := q.nextReady()
+	if s == nil && timeout <= 0 {
+		q.mu.Unlock() // no consumer made for nothing: a receiver often asks before the next session is in
+		return nil, errorf(ErrTimeout, "no session of %q is available", e.path())
+	}
+	c := b.newConsumer(e, p, o) // allocation only, fine under q.mu
+	if s != nil {
 		q.lockSession(s, c)
 		q.mu.Unlock()
 		return c, nil
-	}
-	if timeout <= 0 {
-		q.mu.Unlock()
-		return nil, errorf(ErrTimeout, "no session of %q is available", e.path())
 	}
 	w := &acceptWaiter{c: c, ch: make(chan acceptResult, 1)}
 	w.dl = deadline{index: -1, kind: dlWaiter, q: q, w: w}

@@ -94,7 +94,7 @@ func ingest(raw []byte) (*broker.Message, error) {
 		m.Seal()
 		return m, nil
 	}
-	// Assign a message-id and re-encode the properties section with it.
+	// Assign a message-id and write it into the properties section.
 	m.MessageID = newMessageID()
 	if props == nil {
 		props = &noProperties
@@ -113,7 +113,12 @@ func ingest(raw []byte) (*broker.Message, error) {
 	}
 	body := m.BodyBuffer(len(raw) + len(m.MessageID) + 16)
 	body = append(body, raw[:at]...)
-	if body, err = message.AppendPropertiesWithID(body, props, m.MessageID); err != nil {
+	if next > at { // the sender's section, its other fields as they are
+		body, err = message.SpliceMessageID(body, raw[at:next], m.MessageID)
+	} else {
+		body, err = message.AppendPropertiesWithID(body, props, m.MessageID)
+	}
+	if err != nil {
 		return nil, badRequest("cannot encode the properties: %v", err)
 	}
 	m.Body = append(body, raw[next:]...)

@@ -125,6 +125,41 @@ func AppendPropertiesWithID(dst []byte, p *Properties, id string) ([]byte, error
 	return appendProperties(dst, p, id)
 }
 
+// SpliceMessageID appends sec, an encoded properties section, with its
+// message-id replaced by the string id: a broker's assigned id written
+// without decoding and encoding the other fields again (they are copied as
+// received).
+func SpliceMessageID(dst, sec []byte, id string) ([]byte, error) {
+	d := encoding.NewDecoder(sec)
+	code, sym, err := d.ReadDescriptor()
+	if err != nil {
+		return dst, err
+	}
+	if sym != nil {
+		code = sectionCode(sym)
+	}
+	if code != DescProperties {
+		return dst, fmt.Errorf("not a properties section")
+	}
+	list, n, err := d.ReadList()
+	if err != nil {
+		return dst, err
+	}
+	if d.Len() != 0 {
+		return dst, fmt.Errorf("%d bytes after the properties section", d.Len())
+	}
+	var rest []byte
+	if n > 0 {
+		if err := list.Skip(); err != nil { // the message-id
+			return dst, err
+		}
+		rest, n = list.Rest(), n-1
+	}
+	f := beginSection(dst, DescProperties)
+	f.dst = append(encoding.AppendString(f.dst, id), rest...)
+	return encoding.EndList(f.dst, f.start, n+1), nil
+}
+
 func appendProperties(dst []byte, p *Properties, id string) ([]byte, error) {
 	f := beginSection(dst, DescProperties)
 	if id != "" {

@@ -452,3 +452,68 @@ func TestAppendPropertiesWithID(t *testing.T) {
 		t.Fatalf("AppendPropertiesWithID with no id: % x, want % x", same, plain)
 	}
 }
+
+// SpliceMessageID gives the section AppendPropertiesWithID would, field for
+// field, whatever the sender's section held: nothing, some fields, a long
+// one (list32), a message-id of another type, a symbolic descriptor.
+func TestSpliceMessageID(t *testing.T) {
+	long := strings.Repeat("l", 300)
+	for _, p := range []*Properties{
+		{},
+		{GroupID: "session-1"},
+		{MessageID: uint64(7), To: "to", Subject: "s", CorrelationID: "c", ContentType: "text/plain",
+			GroupID: "g", GroupSequence: 3, ReplyToGroupID: "r", CreationTime: time.UnixMilli(1700000000000).UTC()},
+		{MessageID: []byte{1, 2}, ReplyTo: long},
+		{EmptyGroupID: true},
+	} {
+		sec, err := AppendProperties(nil, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range [][]byte{sec, symbolicDescriptor(t, sec)} {
+			got, err := SpliceMessageID([]byte("prefix"), in, "assigned")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(got, []byte("prefix")) {
+				t.Fatal("dst not kept")
+			}
+			want, _ := AppendPropertiesWithID(nil, p, "assigned")
+			if g, w := mustParse(t, got[len("prefix"):]).Properties, mustParse(t, want).Properties; !reflect.DeepEqual(*g, *w) {
+				t.Fatalf("spliced %+v, want %+v", *g, *w)
+			}
+		}
+	}
+	// An empty list (list0) gets its first field.
+	list0 := append(encoding.AppendDescriptor(nil, DescProperties), encoding.CodeList0)
+	got, err := SpliceMessageID(nil, list0, "id")
+	if err != nil || mustParse(t, got).Properties.MessageID != "id" {
+		t.Fatalf("list0: %x, %v", got, err)
+	}
+	// What is not one properties section is refused.
+	hdr := AppendHeader(nil, &Header{Durable: true})
+	for _, bad := range [][]byte{nil, hdr, append(append([]byte(nil), sec0(t)...), 0x40), sec0(t)[:4]} {
+		if _, err := SpliceMessageID(nil, bad, "id"); err == nil {
+			t.Fatalf("% x: no error", bad)
+		}
+	}
+}
+
+func sec0(t *testing.T) []byte {
+	b, err := AppendProperties(nil, &Properties{To: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// symbolicDescriptor rewrites sec's numeric properties descriptor as the
+// symbol a sender may use instead.
+func symbolicDescriptor(t *testing.T, sec []byte) []byte {
+	d := encoding.NewDecoder(sec)
+	if _, _, err := d.ReadDescriptor(); err != nil {
+		t.Fatal(err)
+	}
+	out := append([]byte{0x00}, encoding.AppendSymbol(nil, "amqp:properties:list")...)
+	return append(out, d.Rest()...)
+}

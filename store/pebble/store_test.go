@@ -544,7 +544,7 @@ func TestSortOpsKeepsEachKeysOrder(t *testing.T) {
 			ops[i] = &b.Ops[i]
 			want[string(b.Ops[i].Key)] = append(want[string(b.Ops[i].Key)], string(b.Ops[i].Value))
 		}
-		sortOps(ops)
+		sortOps(ops, nil)
 		got := map[string][]string{}
 		for i, op := range ops {
 			if i > 0 && bytes.Compare(ops[i-1].Key, op.Key) > 0 {

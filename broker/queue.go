@@ -20,6 +20,9 @@ type qstate struct {
 	// locks (at most maxFreeLocks); nothing keeps a msgLock once its
 	// message is unlocked.
 	freeLocks []*msgLock
+	// slab holds the Messages deliver copies deliveries into (see
+	// deliveryCopy).
+	slab []Message
 
 	lockHead, lockTail *msgIdx // non-session locks, by lockedUntil
 	lockDL             deadline

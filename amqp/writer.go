@@ -97,11 +97,15 @@ func (w *writer) due() {
 	}
 }
 
-// release signals the writer goroutine and unlocks.
-func (w *writer) release() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
+// release signals the writer goroutine, when the buffer was empty before
+// (had), and unlocks. A goroutine that finds frames in the buffer writes
+// them without a signal: run waits only on an empty one.
+func (w *writer) release(had int) {
+	if had == 0 {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 	w.mu.Unlock()
 }
@@ -122,8 +126,9 @@ func (w *writer) frame(typ uint8, ch uint16, body frames.Body) error {
 		return err
 	}
 	var err error
+	had := len(w.buf)
 	w.buf, err = frames.Append(w.buf, typ, ch, body)
-	w.release()
+	w.release(had)
 	if err != nil {
 		return &encodeError{err}
 	}

@@ -32,6 +32,7 @@ type qstate struct {
 	consumers [3][]*Consumer // non-session consumers per subqueue
 	rr        [3]int
 	waiters   []*acceptWaiter // accept-next-session requests, oldest first
+	noSession error           // AcceptNextSession's answer when none is ready, made once
 
 	n        [3][3]int64 // message counts by subqueue and state
 	size     int64       // bytes of all messages

@@ -108,8 +108,14 @@ func (b *Broker) AcceptNextSession(ctx context.Context, path string, timeout tim
 	}
 	s := q.nextReady()
 	if s == nil && timeout <= 0 {
-		q.mu.Unlock() // no consumer made for nothing: a receiver often asks before the next session is in
-		return nil, errorf(ErrTimeout, "no session of %q is available", e.path())
+		// No consumer made, no error formatted: a receiver often asks
+		// before the next session is in.
+		if q.noSession == nil {
+			q.noSession = errorf(ErrTimeout, "no session of %q is available", e.path())
+		}
+		err := q.noSession
+		q.mu.Unlock()
+		return nil, err
 	}
 	c := b.newConsumer(e, p, o) // allocation only, fine under q.mu
 	if s != nil {

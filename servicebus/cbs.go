@@ -28,8 +28,15 @@ func covers(prefix, path string) bool {
 // authorize checks that the connection holds an unexpired claim with right
 // on entity (an Address.Entity). Without an Authorizer everything is allowed.
 func (c *conn) authorize(entity string, right sas.Right) error {
+	_, err := c.authorizeUntil(entity, right)
+	return err
+}
+
+// authorizeUntil is authorize that also says until when the claim it
+// found holds (zero: no expiry, or no authentication at all).
+func (c *conn) authorizeUntil(entity string, right sas.Right) (time.Time, error) {
 	if c.h.auth == nil {
-		return nil
+		return time.Time{}, nil
 	}
 	path := sas.NormalizePath(entity)
 	now := c.h.clk.Now()
@@ -37,10 +44,38 @@ func (c *conn) authorize(entity string, right sas.Right) error {
 	defer c.mu.Unlock()
 	for p, cl := range c.claims {
 		if cl.rights&right != 0 && covers(p, path) && (cl.expires.IsZero() || now.Before(cl.expires)) {
-			return nil
+			return cl.expires, nil
 		}
 	}
-	return unauthorized(right.String())
+	return time.Time{}, unauthorized(right.String())
+}
+
+// setClaim records a claim a put-token established.
+func (c *conn) setClaim(entity string, cl claim) {
+	c.mu.Lock()
+	c.claims[entity] = cl
+	c.claimsGen.Add(1)
+	c.mu.Unlock()
+}
+
+// sendAuth remembers a sender link's last authorization, so that a
+// delivery is checked against the connection's claims only when they
+// changed (claimsGen) or the claim that allowed the last one expired.
+type sendAuth struct {
+	ok    bool
+	gen   uint64
+	until time.Time
+}
+
+// check authorizes a send to entity on c.
+func (a *sendAuth) check(c *conn, entity string) error {
+	gen := c.claimsGen.Load() // before the check: a change during it invalidates it
+	if a.ok && a.gen == gen && (a.until.IsZero() || c.h.clk.Now().Before(a.until)) {
+		return nil
+	}
+	until, err := c.authorizeUntil(entity, sas.Send)
+	a.ok, a.gen, a.until = err == nil, gen, until
+	return err
 }
 
 // cbsLink is the client's sender to $cbs: put-token requests, answered at
@@ -156,9 +191,7 @@ func (c *conn) putToken(req *request) (int32, string) {
 			return m.status, m.desc
 		}
 	}
-	c.mu.Lock()
-	c.claims[entity] = cl
-	c.mu.Unlock()
+	c.setClaim(entity, cl)
 	return 202, "Accepted"
 }
 

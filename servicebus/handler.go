@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/busbar-io/busbar/amqp"
 	"github.com/busbar-io/busbar/broker"
@@ -141,9 +142,11 @@ type conn struct {
 	h  *Handler
 	ac *amqp.Conn
 
-	mu      sync.Mutex
-	claims  map[string]claim      // normalized entity path -> claim
-	replies map[string]*replyLink // reply-to address -> the client's reply link
+	mu     sync.Mutex
+	claims map[string]claim // normalized entity path -> claim
+	// claimsGen counts changes to claims (sendAuth).
+	claimsGen atomic.Uint64
+	replies   map[string]*replyLink // reply-to address -> the client's reply link
 	// cbsLinks counts the $cbs links attached now, [0] the client's sender
 	// (requests), [1] its receiver (replies): one of each at a time.
 	cbsLinks [2]int

@@ -25,6 +25,7 @@ type sendLink struct {
 	slots chan struct{}     // one per send in flight, at most linkPipeline
 	last  *broker.Pending   // the link's latest send: the next one publishes after it
 	msgs  []*broker.Message // run's buffer for a send's messages, reused
+	auth  sendAuth          // Transfer's (the reader goroutine's)
 }
 
 // linkPipeline is how many sends (each one commit) a sender link keeps in
@@ -101,7 +102,7 @@ func (l *sendLink) Transfer(_ *amqp.Receiver, d amqp.Delivery) {
 	in := inbound{d: d}
 	in.d.Tag = nil
 	in.d.Payload = nil
-	if err := l.c.authorize(l.path, sas.Send); err != nil {
+	if err := l.auth.check(l.c, l.path); err != nil {
 		in.err = err
 	} else {
 		in.one, in.msgs, in.err = ingestDelivery(d.Format, d.Payload)

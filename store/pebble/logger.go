@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -16,6 +17,9 @@ import (
 type slogLogger struct{ l *slog.Logger }
 
 func (s slogLogger) Infof(format string, args ...any) {
+	if !s.l.Enabled(context.Background(), slog.LevelDebug) {
+		return // not formatted for nothing: Pebble logs every flush and compaction
+	}
 	s.l.Debug(line(format, args), "engine", "pebble")
 }
 

@@ -395,6 +395,9 @@ func (d *dec) valueMap() map[string]any {
 
 // checkValues reports an application property value the codec cannot store.
 func checkValues(m map[string]any) error {
+	if len(m) == 0 {
+		return nil // most messages: nothing to encode, nothing to allocate
+	}
 	var e enc
 	return e.valueMap(m)
 }

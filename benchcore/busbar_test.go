@@ -144,45 +144,16 @@ func TestRawAcceptNextSessionTimesOut(t *testing.T) {
 	}
 	defer func(d time.Duration) { rawAcceptTimeout = d }(rawAcceptTimeout)
 	rawAcceptTimeout = 200 * time.Millisecond
-	srv := busbartest.Start(t)
-	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true, AdminAddr: srv.HTTPAddr().String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}
-	if err := d.Prepare(ctx, w); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := d.NewConsumer(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	rc := cons.(*rawConsumer)
-	s, err := rc.c.beginSession(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []uint32
-	deliver := func(b []byte) Delivery {
-		h, err := DecodeHeader(b)
-		if err != nil {
-			t.Errorf("foreign body %x", b)
-			return Delivery{Outcome: Foreign}
-		}
-		got = append(got, h.Seq)
-		return Delivery{Outcome: First, Keyed: true, Key: h.Key, Last: h.Last}
-	}
+	ctx, d := keyedDriver(t, 0)
+	rc, s, got, deliver := keyedConsumer(ctx, t, d)
+	defer rc.Close()
 	// No session yet: the broker refuses after the timeout, and the
 	// consumer reports no error (it would try again).
 	if err := rc.oneSession(ctx, s, deliver); err != nil {
 		t.Fatalf("accept on an empty queue: %v, want nil after the broker's timeout", err)
 	}
-	if len(got) != 0 {
-		t.Fatalf("delivered %v from an empty queue", got)
+	if len(*got) != 0 {
+		t.Fatalf("delivered %v from an empty queue", *got)
 	}
 	p, err := d.NewProducer(ctx, 0)
 	if err != nil {
@@ -202,8 +173,8 @@ func TestRawAcceptNextSessionTimesOut(t *testing.T) {
 	if err := rc.oneSession(ctx, s, deliver); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 3 || got[0] != 0 || got[1] != 1 || got[2] != 2 {
-		t.Fatalf("delivered sequence %v, want [0 1 2]", got)
+	if len(*got) != 3 || (*got)[0] != 0 || (*got)[1] != 1 || (*got)[2] != 2 {
+		t.Fatalf("delivered sequence %v, want [0 1 2]", *got)
 	}
 }
 
@@ -217,19 +188,7 @@ func TestRawSessionIdleCompletesBeforeLeaving(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	srv := busbartest.Start(t)
-	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true,
-		AdminAddr: srv.HTTPAddr().String(), SessionIdle: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	w := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}
-	if err := d.Prepare(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	ctx, d := keyedDriver(t, 100*time.Millisecond)
 	p, err := d.NewProducer(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -247,38 +206,66 @@ func TestRawSessionIdleCompletesBeforeLeaving(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	rc, s, got, deliver := keyedConsumer(ctx, t, d)
+	defer rc.Close()
+	send(0, 1)
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) != 2 || (*got)[0] != 0 || (*got)[1] != 1 {
+		t.Fatalf("before the idle timeout: delivered %v, want [0 1]", *got)
+	}
+	send(2)
+	if err := rc.oneSession(ctx, s, deliver); err != nil {
+		t.Fatal(err)
+	}
+	if len(*got) != 3 || (*got)[2] != 2 {
+		t.Fatalf("delivered %v, want [0 1 2]: the completes of the first visit applied before it left", *got)
+	}
+}
+
+// keyedDriver starts a broker and a raw driver for a one-key session
+// workload on a queue of its own (SessionIdle idle, 0 for the default).
+func keyedDriver(t *testing.T, idle time.Duration) (context.Context, *RawDriver) {
+	t.Helper()
+	srv := busbartest.Start(t)
+	d, err := NewRawDriver(BusbarConfig{ConnectionString: srv.ConnectionString(), Create: true,
+		AdminAddr: srv.HTTPAddr().String(), SessionIdle: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	if err := d.Prepare(ctx, Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 3, Size: 64}); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, d
+}
+
+// keyedConsumer opens a raw consumer and one AMQP session on it, and a
+// deliver function that records each message's sequence number in got.
+func keyedConsumer(ctx context.Context, t *testing.T, d *RawDriver) (*rawConsumer, *rawSession, *[]uint32, DeliverFunc) {
+	t.Helper()
 	cons, err := d.NewConsumer(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cons.Close()
 	rc := cons.(*rawConsumer)
 	s, err := rc.c.beginSession(ctx)
 	if err != nil {
+		_ = rc.Close()
 		t.Fatal(err)
 	}
-	var got []uint32
+	got := new([]uint32)
 	deliver := func(b []byte) Delivery {
 		h, err := DecodeHeader(b)
 		if err != nil {
 			t.Errorf("foreign body %x", b)
 			return Delivery{Outcome: Foreign}
 		}
-		got = append(got, h.Seq)
+		*got = append(*got, h.Seq)
 		return Delivery{Outcome: First, Keyed: true, Key: h.Key, Last: h.Last}
 	}
-	send(0, 1)
-	if err := rc.oneSession(ctx, s, deliver); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 2 || got[0] != 0 || got[1] != 1 {
-		t.Fatalf("before the idle timeout: delivered %v, want [0 1]", got)
-	}
-	send(2)
-	if err := rc.oneSession(ctx, s, deliver); err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || got[2] != 2 {
-		t.Fatalf("delivered %v, want [0 1 2]: the completes of the first visit applied before it left", got)
-	}
+	return rc, s, got, deliver
 }

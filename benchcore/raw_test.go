@@ -147,34 +147,19 @@ func TestRawSettlesInRanges(t *testing.T) {
 	}
 	var got []disp
 	var credits []uint32
-	for b := c.out; len(b) > 0; {
-		h, err := frames.ParseHeader(b)
-		if err != nil {
-			t.Fatal(err)
+	flows, disps := rawOutput(t, c.out, 2)
+	for _, f := range disps {
+		last := f.First
+		if f.Last != nil {
+			last = *f.Last
 		}
-		body, err := frames.Decode(h, b[:h.Size])
-		if err != nil {
-			t.Fatal(err)
+		if _, ok := f.State.(*frames.Accepted); !ok || f.Role != frames.RoleReceiver {
+			t.Fatalf("disposition %+v, want accepted by the receiver", f)
 		}
-		if h.Channel != 2 {
-			t.Fatalf("frame on channel %d, want the session's 2", h.Channel)
-		}
-		switch f := body.(type) {
-		case *frames.Disposition:
-			last := f.First
-			if f.Last != nil {
-				last = *f.Last
-			}
-			if _, ok := f.State.(*frames.Accepted); !ok || f.Role != frames.RoleReceiver {
-				t.Fatalf("disposition %+v, want accepted by the receiver", f)
-			}
-			got = append(got, disp{f.First, last, f.Settled})
-		case *frames.Flow:
-			credits = append(credits, *f.LinkCredit)
-		default:
-			t.Fatalf("unexpected %T", body)
-		}
-		b = b[h.Size:]
+		got = append(got, disp{f.First, last, f.Settled})
+	}
+	for _, f := range flows {
+		credits = append(credits, *f.LinkCredit)
 	}
 	want := []disp{{7, 10, false}, {20, 21, false}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
@@ -338,7 +323,7 @@ func TestRawLastMessageLeavesAtOnce(t *testing.T) {
 	if err := s.sendAttach(l, []byte("attach"), l.prefetch); err != nil {
 		t.Fatal(err)
 	}
-	flows, _ := rawOutput(t, c.out[len("attach"):])
+	flows, _ := rawOutput(t, c.out[len("attach"):], 4)
 	if len(flows) != 1 || *flows[0].LinkCredit != 100 || flows[0].DeliveryCount != nil {
 		t.Fatalf("flows after the attach %+v, want one granting 100 with no delivery-count", flows)
 	}
@@ -354,7 +339,7 @@ func TestRawLastMessageLeavesAtOnce(t *testing.T) {
 		}
 	}
 	l.flushSettlementsLocked() // as the reader does before it reads again
-	flows, disps := rawOutput(t, c.out)
+	flows, disps := rawOutput(t, c.out, 4)
 	if len(flows) != 1 || *flows[0].LinkCredit != 0 || flows[0].DeliveryCount == nil || *flows[0].DeliveryCount != 53 ||
 		len(disps) != 1 || disps[0].First != 10 || *disps[0].Last != 12 {
 		t.Fatalf("after the last message: flows %+v, dispositions %+v; want credit 0 at delivery-count 53 and one disposition 10..12", flows, disps)
@@ -406,8 +391,8 @@ func TestRawLastMessageLeavesAtOnce(t *testing.T) {
 }
 
 // rawOutput decodes the flows and dispositions in a raw connection's
-// output.
-func rawOutput(t *testing.T, b []byte) (flows []frames.Flow, disps []frames.Disposition) {
+// output, all on channel ch.
+func rawOutput(t *testing.T, b []byte, ch uint16) (flows []frames.Flow, disps []frames.Disposition) {
 	t.Helper()
 	for len(b) > 0 {
 		h, err := frames.ParseHeader(b)
@@ -417,6 +402,9 @@ func rawOutput(t *testing.T, b []byte) (flows []frames.Flow, disps []frames.Disp
 		body, err := frames.Decode(h, b[:h.Size])
 		if err != nil {
 			t.Fatal(err)
+		}
+		if h.Channel != ch {
+			t.Fatalf("frame on channel %d, want the session's %d", h.Channel, ch)
 		}
 		switch f := body.(type) {
 		case *frames.Flow:

@@ -238,8 +238,35 @@ if want nats; then
 	done
 fi
 
+# wait_idle waits (at most 15 s) until the processes PIDS and their children
+# use less than 2% of a core over half a second: a broker's background work
+# after one run (Pebble's flushes and compactions, PostgreSQL's autovacuum
+# and checkpoints) is not charged to the next run, of either broker.
+wait_idle() {
+	local i t0 t1
+	for i in $(seq 30); do
+		t0=$(cpu_ticks "$@")
+		sleep 0.5
+		t1=$(cpu_ticks "$@")
+		[ $((t1 - t0)) -le 1 ] && return 0
+	done
+}
+
+# cpu_ticks prints the CPU clock ticks (user and system) used so far by the
+# processes PIDS and their living children.
+cpu_ticks() {
+	local pid kids=()
+	for pid in "$@"; do
+		mapfile -t -O "${#kids[@]}" kids < <(pgrep -P "$pid" 2>/dev/null)
+	done
+	for pid in "$@" "${kids[@]}"; do
+		[ -r "/proc/$pid/stat" ] && sed 's/^.*) //' "/proc/$pid/stat"
+	done | awk '{t += $12 + $13} END {print t + 0}'
+}
+
 # w4_pairs: W4 on Busbar (lean client) and on PostgreSQL in alternation,
-# W4_PAIRS pairs, each broker idle while the other runs. The brokers above
+# W4_PAIRS pairs, each broker idle while the other runs (and both idle
+# before each run: wait_idle), who goes first alternating. The brokers above
 # run one after the other, minutes apart, and the machine's speed drifts
 # between them; a pair's two runs are seconds apart. Busbar is a fresh node
 # warmed by W2 (DURATION), as in its own section. Each pair's rates and CPU and
@@ -252,13 +279,26 @@ w4_pairs() {
 	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]} \
 		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
 	echo "# pair busbar_msg_s busbar_us_msg postgres_msg_s postgres_us_msg rate_ratio cpu_ratio" >"$OUT/w4-pairs.txt"
-	for i in $(seq "$W4_PAIRS"); do
+	pair_busbar() {
+		wait_idle "$bb_pid" "$pg_pid"
 		# shellcheck disable=SC2086
 		"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w4]} --name w4 \
-			--size 1024 --json --broker-pid "$bb_pid" >"$WORK/pair-b.json" 2>>"$OUT/w4-pairs.log" || continue
+			--size 1024 --json --broker-pid "$bb_pid" >"$WORK/pair-b.json" 2>>"$OUT/w4-pairs.log"
+	}
+	pair_postgres() {
+		wait_idle "$bb_pid" "$pg_pid"
 		# shellcheck disable=SC2086
 		"$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable" ${WL[w4]} --name w4 \
-			--size 1024 --json --broker-pid "$pg_pid" >"$WORK/pair-p.json" 2>>"$OUT/w4-pairs.log" || continue
+			--size 1024 --json --broker-pid "$pg_pid" >"$WORK/pair-p.json" 2>>"$OUT/w4-pairs.log"
+	}
+	for i in $(seq "$W4_PAIRS"); do
+		# Who goes first alternates: a run a few seconds later can find
+		# the machine faster or slower, and the order must not decide.
+		if [ $((i % 2)) = 1 ]; then
+			pair_busbar && pair_postgres || continue
+		else
+			pair_postgres && pair_busbar || continue
+		fi
 		b="$(json_num msgs_per_sec "$WORK/pair-b.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-b.json")"
 		p="$(json_num msgs_per_sec "$WORK/pair-p.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-p.json")"
 		echo "$i $b $p" | awk '{printf "%d %s %s %s %s %.2f %.2f\n", $1, $2, $3, $4, $5, $2/$4, $3/$5}' >>"$OUT/w4-pairs.txt"

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/busbar-io/busbar/internal/serveproc"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // Environment variables the suite reads. docs/conformance.md describes them.
@@ -210,15 +211,7 @@ func replaceEndpoint(cs, endpoint string) string { return replaceField(cs, "Endp
 func replaceKey(cs, key string) string { return replaceField(cs, "SharedAccessKey", key) }
 
 // replaceField returns cs with the value of its field name replaced.
-func replaceField(cs, name, value string) string {
-	parts := strings.Split(cs, ";")
-	for i, part := range parts {
-		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), name) {
-			parts[i] = name + "=" + value
-		}
-	}
-	return strings.Join(parts, ";")
-}
+func replaceField(cs, name, value string) string { return sas.ReplaceField(cs, name, value) }
 
 // configureExternalAdmin decides how the admin client reaches an external
 // broker's management API.

@@ -19,6 +19,7 @@ import (
 	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
+	"github.com/busbar-io/busbar/sas"
 	"github.com/busbar-io/busbar/store"
 	"github.com/busbar-io/busbar/store/postgres"
 )
@@ -250,13 +251,7 @@ func sep(dsn string) string {
 
 // withEndpoint replaces a connection string's endpoint by addr.
 func withEndpoint(connStr, addr string) string {
-	parts := strings.Split(connStr, ";")
-	for i, p := range parts {
-		if strings.HasPrefix(p, "Endpoint=") {
-			parts[i] = "Endpoint=sb://" + addr
-		}
-	}
-	return strings.Join(parts, ";")
+	return sas.ReplaceField(connStr, "Endpoint", "sb://"+addr)
 }
 
 // waitOwner returns the node holding entity's lease once one does.

@@ -12,6 +12,19 @@ type ConnectionString struct {
 	Emulator   bool // UseDevelopmentEmulator=true
 }
 
+// ReplaceField returns the connection string s with the value of its field
+// name (case-insensitive) replaced by value; the other fields are kept as
+// written, a field s lacks is not added.
+func ReplaceField(s, name, value string) string {
+	parts := strings.Split(s, ";")
+	for i, part := range parts {
+		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), name) {
+			parts[i] = name + "=" + value
+		}
+	}
+	return strings.Join(parts, ";")
+}
+
 // ParseConnectionString reads the key=value pairs of a connection string:
 // names are case-insensitive, spaces around a pair are ignored, a value may
 // contain '=' (base64 keys do), and unknown names are skipped. It checks

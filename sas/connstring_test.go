@@ -20,3 +20,19 @@ func TestParseConnectionString(t *testing.T) {
 		}
 	}
 }
+
+func TestReplaceField(t *testing.T) {
+	cs := "Endpoint=sb://h:5672/; sharedaccesskeyname=k;SharedAccessKey=v=;UseDevelopmentEmulator=true"
+	got := ReplaceField(cs, "Endpoint", "sb://h:5300")
+	if want := "Endpoint=sb://h:5300; sharedaccesskeyname=k;SharedAccessKey=v=;UseDevelopmentEmulator=true"; got != want {
+		t.Fatalf("endpoint replaced: %q, want %q", got, want)
+	}
+	// Names match case-insensitively; a value keeps its own '='.
+	if got := ReplaceField(cs, "SharedAccessKeyName", "w"); ParseConnectionString(got).KeyName != "w" || ParseConnectionString(got).Key != "v=" {
+		t.Fatalf("key name replaced: %q", got)
+	}
+	// A field the string lacks is not added.
+	if got := ReplaceField(cs, "EntityPath", "q"); got != cs {
+		t.Fatalf("absent field: %q, want %q unchanged", got, cs)
+	}
+}

@@ -169,15 +169,7 @@ func endpointHost(cs string) (string, error) {
 }
 
 // withEndpoint returns cs with its Endpoint replaced by sb://host.
-func withEndpoint(cs, host string) string {
-	parts := strings.Split(cs, ";")
-	for i, kv := range parts {
-		if k, _, ok := strings.Cut(kv, "="); ok && strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
-			parts[i] = "Endpoint=sb://" + host
-		}
-	}
-	return strings.Join(parts, ";")
-}
+func withEndpoint(cs, host string) string { return sas.ReplaceField(cs, "Endpoint", "sb://"+host) }
 
 // parseAdminEndpoint accepts host:port, http://host:port or
 // https://host:port; a bare host:port means plain http.

@@ -39,6 +39,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/busbar-io/busbar/processor"
+	"github.com/busbar-io/busbar/sas"
 )
 
 const (
@@ -253,7 +254,7 @@ func adminClient(cfg config) (*admin.Client, error) {
 		}
 		addr = net.JoinHostPort(host, "5300")
 	}
-	cs := replaceEndpoint(cfg.connStr, "sb://"+addr)
+	cs := sas.ReplaceField(cfg.connStr, "Endpoint", "sb://"+addr)
 	return admin.NewClientFromConnectionString(cs, &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: plainHTTP{}}})
 }
 
@@ -268,23 +269,7 @@ func (plainHTTP) Do(req *http.Request) (*http.Response, error) {
 }
 
 func endpointHost(connStr string) string {
-	for _, part := range strings.Split(connStr, ";") {
-		k, v, ok := strings.Cut(part, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
-			v = strings.TrimSpace(v)
-			v = strings.TrimPrefix(strings.TrimPrefix(v, "sb://"), "https://")
-			return strings.TrimSuffix(v, "/")
-		}
-	}
-	return ""
-}
-
-func replaceEndpoint(connStr, endpoint string) string {
-	parts := strings.Split(connStr, ";")
-	for i, part := range parts {
-		if k, _, ok := strings.Cut(part, "="); ok && strings.EqualFold(strings.TrimSpace(k), "Endpoint") {
-			parts[i] = "Endpoint=" + endpoint
-		}
-	}
-	return strings.Join(parts, ";")
+	v := sas.ParseConnectionString(connStr).Endpoint
+	v = strings.TrimPrefix(strings.TrimPrefix(v, "sb://"), "https://")
+	return strings.TrimSuffix(v, "/")
 }

@@ -2,6 +2,7 @@ package benchcore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 	"time"
 
@@ -417,4 +418,46 @@ func rawOutput(t *testing.T, b []byte, ch uint16) (flows []frames.Flow, disps []
 		b = b[h.Size:]
 	}
 	return flows, disps
+}
+
+// FuzzRawReadAttach feeds readAttach arbitrary performatives: it never
+// panics, and what it reads as an attach the full decoder reads the same.
+func FuzzRawReadAttach(f *testing.F) {
+	for _, a := range []*frames.Attach{
+		{Name: "r", Handle: 3, Role: frames.RoleSender, Source: &frames.Source{Address: "q"}, Target: &frames.Target{Address: "r"}, InitialDeliveryCount: 9},
+		{Name: "refused", Role: frames.RoleSender, Target: &frames.Target{Address: "refused"}},
+	} {
+		frame, err := frames.Append(nil, frames.TypeAMQP, 0, a)
+		if err != nil {
+			f.Fatal(err)
+		}
+		h, _ := frames.ParseHeader(frame)
+		f.Add(frame[int(h.DataOff)*4:])
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got frames.Attach
+		if !readAttach(b, &got) {
+			return
+		}
+		frame, err := frames.Append(nil, frames.TypeAMQP, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		frame = append(frame, b...)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)))
+		h, _ := frames.ParseHeader(frame)
+		full, err := frames.Decode(h, frame)
+		if err != nil {
+			return // readAttach skips fields it does not use; the full decoder checks them
+		}
+		want, ok := full.(*frames.Attach)
+		if !ok {
+			t.Fatalf("readAttach read a %T as an attach", full)
+		}
+		if got.Name != want.Name || got.Handle != want.Handle || got.Role != want.Role ||
+			got.InitialDeliveryCount != want.InitialDeliveryCount ||
+			(got.Source == nil) != (want.Source == nil) || (got.Target == nil) != (want.Target == nil) {
+			t.Fatalf("readAttach read %+v, the full decoder %+v", got, *want)
+		}
+	})
 }

@@ -96,9 +96,6 @@ func ingest(raw []byte) (*broker.Message, error) {
 	}
 	// Assign a message-id and write it into the properties section.
 	m.MessageID = newMessageID()
-	if props == nil {
-		props = &noProperties
-	}
 	// The new properties section goes where the old one was, or before the
 	// first section of the bare message (or footer), or at the end.
 	at, next := len(raw), len(raw)
@@ -113,21 +110,14 @@ func ingest(raw []byte) (*broker.Message, error) {
 	}
 	body := m.BodyBuffer(len(raw) + len(m.MessageID) + 16)
 	body = append(body, raw[:at]...)
-	if next > at { // the sender's section, its other fields as they are
-		body, err = message.SpliceMessageID(body, raw[at:next], m.MessageID)
-	} else {
-		body, err = message.AppendPropertiesWithID(body, props, m.MessageID)
-	}
-	if err != nil {
+	// The sender's section (or none), its other fields as they are.
+	if body, err = message.SpliceMessageID(body, raw[at:next], m.MessageID); err != nil {
 		return nil, badRequest("cannot encode the properties: %v", err)
 	}
 	m.Body = append(body, raw[next:]...)
 	m.Seal() // a body that outgrew its buffer is simply not sealed
 	return m, nil
 }
-
-// noProperties stands for an absent properties section.
-var noProperties message.Properties
 
 // fromAnnotations reads the message annotations a sender may set and
 // refuses null values where Service Bus does.

@@ -134,6 +134,17 @@ func TestIngestAssignsMessageID(t *testing.T) {
 			}
 		})
 	}
+	// A properties section encoded as null (AMQP allows a null list) is a
+	// section without an id.
+	data := mustEncode(t, &message.Message{Body: message.Body{Kind: message.BodyData, Data: [][]byte{[]byte("x")}}})
+	null := append(encoding.AppendDescriptor(nil, message.DescProperties), encoding.CodeNull)
+	bm, err := ingest(append(null, data...))
+	if err != nil {
+		t.Fatalf("a null properties section: %v", err)
+	}
+	if p, err := message.Parse(bm.Body); err != nil || p.Properties == nil || p.Properties.MessageID != bm.MessageID || len(bm.MessageID) != 32 {
+		t.Fatalf("a null properties section: stored %x (%v), id %q", bm.Body, err, bm.MessageID)
+	}
 }
 
 // A delivery carries the broker's annotations in their exact types, the

@@ -115,56 +115,8 @@ func appendMessageID(f *fields, v any, field string) error {
 
 // AppendProperties appends a properties section, omitting trailing absent fields.
 func AppendProperties(dst []byte, p *Properties) ([]byte, error) {
-	return appendProperties(dst, p, "")
-}
-
-// AppendPropertiesWithID is AppendProperties with the string id as the
-// message-id instead of p.MessageID: for a broker that assigns ids, without
-// a copy of p. With id "" it is AppendProperties.
-func AppendPropertiesWithID(dst []byte, p *Properties, id string) ([]byte, error) {
-	return appendProperties(dst, p, id)
-}
-
-// SpliceMessageID appends sec, an encoded properties section, with its
-// message-id replaced by the string id: a broker's assigned id written
-// without decoding and encoding the other fields again (they are copied as
-// received).
-func SpliceMessageID(dst, sec []byte, id string) ([]byte, error) {
-	d := encoding.NewDecoder(sec)
-	code, sym, err := d.ReadDescriptor()
-	if err != nil {
-		return dst, err
-	}
-	if sym != nil {
-		code = sectionCode(sym)
-	}
-	if code != DescProperties {
-		return dst, fmt.Errorf("not a properties section")
-	}
-	list, n, err := d.ReadList()
-	if err != nil {
-		return dst, err
-	}
-	if d.Len() != 0 {
-		return dst, fmt.Errorf("%d bytes after the properties section", d.Len())
-	}
-	var rest []byte
-	if n > 0 {
-		if err := list.Skip(); err != nil { // the message-id
-			return dst, err
-		}
-		rest, n = list.Rest(), n-1
-	}
 	f := beginSection(dst, DescProperties)
-	f.dst = append(encoding.AppendString(f.dst, id), rest...)
-	return encoding.EndList(f.dst, f.start, n+1), nil
-}
-
-func appendProperties(dst []byte, p *Properties, id string) ([]byte, error) {
-	f := beginSection(dst, DescProperties)
-	if id != "" {
-		f.string(id)
-	} else if err := appendMessageID(&f, p.MessageID, "message-id"); err != nil {
+	if err := appendMessageID(&f, p.MessageID, "message-id"); err != nil {
 		return dst, err
 	}
 	if p.UserID == nil {
@@ -209,6 +161,46 @@ func appendProperties(dst []byte, p *Properties, id string) ([]byte, error) {
 	}
 	f.string(p.ReplyToGroupID)
 	return f.end(), nil
+}
+
+// SpliceMessageID appends the properties section sec, as received (empty
+// when the message has none, or a null list), with its message-id replaced
+// by the string id: a broker's assigned id is written without decoding and
+// encoding the other fields again (they are copied byte for byte).
+func SpliceMessageID(dst, sec []byte, id string) ([]byte, error) {
+	var rest []byte
+	n := 0 // fields after the message-id
+	if len(sec) > 0 {
+		d := encoding.NewDecoder(sec)
+		code, sym, err := d.ReadDescriptor()
+		if err != nil {
+			return dst, err
+		}
+		if sym != nil {
+			code = sectionCode(sym)
+		}
+		if code != DescProperties {
+			return dst, fmt.Errorf("not a properties section")
+		}
+		if !d.ReadNull() {
+			list, count, err := d.ReadList()
+			if err != nil {
+				return dst, err
+			}
+			if count > 0 {
+				if err := list.Skip(); err != nil { // the message-id
+					return dst, err
+				}
+				rest, n = list.Rest(), count-1
+			}
+		}
+		if d.Len() != 0 {
+			return dst, fmt.Errorf("%d bytes after the properties section", d.Len())
+		}
+	}
+	f := beginSection(dst, DescProperties)
+	f.dst = append(encoding.AppendString(f.dst, id), rest...)
+	return encoding.EndList(f.dst, f.start, n+1), nil
 }
 
 // AppendApplicationProperties appends an application-properties section

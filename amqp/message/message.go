@@ -6,8 +6,10 @@
 // deliveries or queues, and it never re-encodes the bare message (properties,
 // application-properties and body) it was given; Parse keeps the bare message
 // as the exact bytes received, and Build re-emits them untouched with a new
-// header and annotations. Only ReplaceApplicationProperties rewrites part of
-// a bare message, and it copies the other sections byte for byte.
+// header and annotations. Only ReplaceApplicationProperties and
+// SpliceMessageID rewrite part of a bare message (the application
+// properties; the properties' message-id), and they copy everything else
+// byte for byte.
 package message
 
 import (

@@ -428,34 +428,10 @@ func TestEmptyGroupID(t *testing.T) {
 	}
 }
 
-// AppendPropertiesWithID writes the given id as the message-id and every
-// other field as AppendProperties does, leaving p unchanged.
-func TestAppendPropertiesWithID(t *testing.T) {
-	p := &Properties{MessageID: uint64(7), To: "to", Subject: "s", CorrelationID: "c", ContentType: "text/plain",
-		GroupID: "g", GroupSequence: 3, ReplyToGroupID: "r", CreationTime: time.UnixMilli(1700000000000).UTC()}
-	b, err := AppendPropertiesWithID(nil, p, "assigned")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := mustParse(t, b).Properties
-	want := *p
-	want.MessageID = "assigned"
-	if !reflect.DeepEqual(*got, want) {
-		t.Fatalf("parsed %+v, want %+v", *got, want)
-	}
-	if p.MessageID != uint64(7) {
-		t.Fatalf("p.MessageID changed to %v", p.MessageID)
-	}
-	// With the empty id it is AppendProperties.
-	plain, _ := AppendProperties(nil, p)
-	if same, _ := AppendPropertiesWithID(nil, p, ""); !bytes.Equal(same, plain) {
-		t.Fatalf("AppendPropertiesWithID with no id: % x, want % x", same, plain)
-	}
-}
-
-// SpliceMessageID gives the section AppendPropertiesWithID would, field for
-// field, whatever the sender's section held: nothing, some fields, a long
-// one (list32), a message-id of another type, a symbolic descriptor.
+// SpliceMessageID gives the section AppendProperties would with the new
+// message-id, field for field, whatever the sender's section held: nothing,
+// some fields, a long one (list32), a message-id of another type, a
+// symbolic descriptor.
 func TestSpliceMessageID(t *testing.T) {
 	long := strings.Repeat("l", 300)
 	for _, p := range []*Properties{
@@ -478,21 +454,27 @@ func TestSpliceMessageID(t *testing.T) {
 			if !bytes.HasPrefix(got, []byte("prefix")) {
 				t.Fatal("dst not kept")
 			}
-			want, _ := AppendPropertiesWithID(nil, p, "assigned")
+			withID := *p
+			withID.MessageID = "assigned"
+			want, _ := AppendProperties(nil, &withID)
 			if g, w := mustParse(t, got[len("prefix"):]).Properties, mustParse(t, want).Properties; !reflect.DeepEqual(*g, *w) {
 				t.Fatalf("spliced %+v, want %+v", *g, *w)
 			}
 		}
 	}
-	// An empty list (list0) gets its first field.
+	// An empty list (list0), a null one and no section at all get a
+	// section with the id alone.
 	list0 := append(encoding.AppendDescriptor(nil, DescProperties), encoding.CodeList0)
-	got, err := SpliceMessageID(nil, list0, "id")
-	if err != nil || mustParse(t, got).Properties.MessageID != "id" {
-		t.Fatalf("list0: %x, %v", got, err)
+	null := append(encoding.AppendDescriptor(nil, DescProperties), encoding.CodeNull)
+	for _, sec := range [][]byte{list0, null, nil} {
+		got, err := SpliceMessageID(nil, sec, "id")
+		if err != nil || mustParse(t, got).Properties.MessageID != "id" {
+			t.Fatalf("section %x: %x, %v", sec, got, err)
+		}
 	}
 	// What is not one properties section is refused.
 	hdr := AppendHeader(nil, &Header{Durable: true})
-	for _, bad := range [][]byte{nil, hdr, append(append([]byte(nil), sec0(t)...), 0x40), sec0(t)[:4]} {
+	for _, bad := range [][]byte{hdr, append(append([]byte(nil), sec0(t)...), 0x40), sec0(t)[:4]} {
 		if _, err := SpliceMessageID(nil, bad, "id"); err == nil {
 			t.Fatalf("% x: no error", bad)
 		}

@@ -474,10 +474,8 @@ func (l *fwdRecv) Flow(s *amqp.Sender, f amqp.Flow) {
 // matchCreditLocked gives the twin the client's credit it lacks; l.mu is
 // held.
 func (l *fwdRecv) matchCreditLocked() {
-	if want := l.credit.want(int(l.s.Credit())); want > 0 && !l.drain {
-		if l.rcv.IssueCredit(uint32(want)) == nil {
-			l.credit.issued += want
-		}
+	if !l.drain && l.ctx.Err() == nil {
+		l.credit.grant(int(l.s.Credit()), l.rcv.IssueCredit)
 	}
 }
 
@@ -534,13 +532,17 @@ func (l *fwdRecv) forward(m *goamqp.Message) bool {
 	l.mu.Lock()
 	taken := l.credit.take()
 	l.mu.Unlock()
+	delivered := false
 	if taken {
 		defer func() {
-			// The client's credit is used now (or the link is gone): a
-			// flow that came meanwhile may have been held back.
+			// The client's credit is used now: a flow that came meanwhile
+			// may have been held back. When the send failed the client's
+			// link is gone, and the twin gets no more credit.
 			l.mu.Lock()
 			l.credit.sent()
-			l.matchCreditLocked()
+			if delivered {
+				l.matchCreditLocked()
+			}
 			l.mu.Unlock()
 		}()
 	}
@@ -558,6 +560,7 @@ func (l *fwdRecv) forward(m *goamqp.Message) bool {
 	if _, err := l.s.Send(l.ctx, &amqp.Message{Tag: tag, Format: m.Format, Settled: l.settled, Payload: payload}); err != nil {
 		return false
 	}
+	delivered = true
 	return true
 }
 

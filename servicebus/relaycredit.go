@@ -12,9 +12,16 @@ type relayCredit struct {
 	inTransit int // deliveries taken from the twin, not yet sent to the client
 }
 
-// want returns the credit to give the twin when the client has credit
-// client (0 or less: none).
-func (c *relayCredit) want(client int) int { return client - c.issued - c.inTransit }
+// grant gives the twin, through issue, the credit it lacks when the client
+// has credit client, and counts it once issued; it returns what it gave.
+func (c *relayCredit) grant(client int, issue func(uint32) error) int {
+	want := client - c.issued - c.inTransit
+	if want <= 0 || issue(uint32(want)) != nil {
+		return 0
+	}
+	c.issued += want
+	return want
+}
 
 // take counts a delivery from the twin; false when none of the twin's
 // credit was counted (a drain's leftovers after the count was reset).

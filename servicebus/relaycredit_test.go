@@ -1,6 +1,11 @@
 package servicebus
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
+
+var errTwinGone = errors.New("twin gone")
 
 // The interleavings of a forwarded receiver's credit with the client's
 // flows: the twin never holds more credit than the client gave and has not
@@ -11,10 +16,10 @@ func TestRelayCredit(t *testing.T) {
 	client := 0 // the client's credit on its link
 	match := func(step string, want int) {
 		t.Helper()
-		got := max(c.want(client), 0)
-		c.issued += got
-		if got != want {
-			t.Fatalf("%s: gave the twin %d credit, want %d", step, got, want)
+		issued := 0
+		got := c.grant(client, func(n uint32) error { issued += int(n); return nil })
+		if got != want || issued != want {
+			t.Fatalf("%s: gave the twin %d credit (issued %d), want %d", step, got, issued, want)
 		}
 	}
 	client = 1
@@ -42,6 +47,12 @@ func TestRelayCredit(t *testing.T) {
 	match("a flow between the send and its count", 0)
 	c.sent()
 	match("the count of the send", 1)
+
+	// Credit the twin refused is not counted as issued.
+	refused := c.grant(client+1, func(uint32) error { return errTwinGone })
+	if refused != 0 || c.issued != 1 {
+		t.Fatalf("a refused grant: gave %d, issued %d; want 0 and the 1 from before", refused, c.issued)
+	}
 
 	// Without credit on the twin (a drain's leftovers), nothing is counted.
 	c = relayCredit{}

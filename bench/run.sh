@@ -78,8 +78,11 @@ stop_broker() {
 	BROKER_PID=""
 }
 EXTRA_STOP=""
+BUSBAR_PIDS=() # every busbar serve start_busbar started, stopped on exit whatever happened
 cleanup() {
 	[ -n "$EXTRA_STOP" ] && eval "$EXTRA_STOP" || true
+	local p
+	for p in "${BUSBAR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	stop_broker
 	rm -rf "$WORK"
 }
@@ -151,14 +154,16 @@ run_all() {
 		[ -s "$out.runs" ] || continue
 		# The median run by rate (the lower middle one for an even count).
 		local pick
-		pick=$(sort -n "$out.runs" | awk '{r[NR]=$3} END {print r[int((NR+1)/2)]}')
+		pick=$(awk 'NF == 3' "$out.runs" | sort -n | awk '{r[NR]=$3} END {print r[int((NR+1)/2)]}')
+		[ -n "$pick" ] || continue
 		mv "$out.json.$pick" "$out.json"
 		rm -f "$out".json.[0-9]*
 	done
 }
 
-# json_num FIELD FILE: the number FIELD holds in the JSON FILE.
-json_num() { grep -o "\"$1\": *[0-9.]*" "$2" | head -n 1 | sed 's/.*: *//'; }
+# json_num FIELD FILE: the number FIELD holds in the JSON FILE (-1, a
+# figure not measured, included).
+json_num() { grep -o "\"$1\": *-\?[0-9.eE+-]*" "$2" | head -n 1 | sed 's/.*: *//'; }
 
 # start_busbar NAME SERVE_ARGS...: starts `busbar serve` with its data in
 # $WORK/NAME, waits until it listens, and sets BUSBAR_PID and BUSBAR_CS (its
@@ -168,6 +173,7 @@ start_busbar() {
 	shift
 	"$BIN/busbar" serve --data "$WORK/$name" "$@" --log-level warn >"$WORK/$name.out" 2>"$WORK/$name.err" &
 	BUSBAR_PID=$!
+	BUSBAR_PIDS+=("$BUSBAR_PID")
 	wait_for grep -q 'Endpoint=' "$WORK/$name.out"
 	BUSBAR_CS=$(grep -o 'Endpoint=[^ ]*' "$WORK/$name.out" | head -n 1)
 }
@@ -250,6 +256,7 @@ wait_idle() {
 		t1=$(cpu_ticks "$@")
 		[ $((t1 - t0)) -le 1 ] && return 0
 	done
+	log "still busy after 15 s: $*"
 }
 
 # cpu_ticks prints the CPU clock ticks (user and system) used so far by the

@@ -183,12 +183,14 @@ func TestRawAcceptNextSessionTimesOut(t *testing.T) {
 // consumer stops the credit, has the broker answer every complete, and
 // detaches in the write of its next attach, which takes the same session
 // again once its last message is sent: only that message is delivered, the
-// first two having been completed.
+// first two having been completed. The idle time is up when the first two
+// are in (the session's timer, fired by the test), not after a wall-clock
+// wait a slow machine could outlast.
 func TestRawSessionIdleCompletesBeforeLeaving(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a broker")
 	}
-	ctx, d := keyedDriver(t, 100*time.Millisecond)
+	ctx, d := keyedDriver(t, time.Hour)
 	p, err := d.NewProducer(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +211,14 @@ func TestRawSessionIdleCompletesBeforeLeaving(t *testing.T) {
 	rc, s, got, deliver := keyedConsumer(ctx, t, d)
 	defer rc.Close()
 	send(0, 1)
-	if err := rc.oneSession(ctx, s, deliver); err != nil {
+	idleAtTwo := func(b []byte) Delivery {
+		dl := deliver(b) // on the reader goroutine, under the connection's lock
+		if len(*got) == 2 {
+			s.idle.Reset(0)
+		}
+		return dl
+	}
+	if err := rc.oneSession(ctx, s, idleAtTwo); err != nil {
 		t.Fatal(err)
 	}
 	if len(*got) != 2 || (*got)[0] != 0 || (*got)[1] != 1 {

@@ -92,6 +92,12 @@ func (d *RawDriver) Prepare(ctx context.Context, w Workload) error {
 		// client cannot wait for them.
 		return errors.New("--settle-first cannot be used with sessions: the client could not know when to let a session go")
 	}
+	if w.Keyed() && d.cfg.ReceiveAndDelete {
+		// A session receiver leaves without waiting for the broker's
+		// detach (rawLink.leave) and drops what arrives after: in
+		// receive-and-delete mode those messages would be gone.
+		return errors.New("--receive-and-delete cannot be used with sessions by the raw client: it drops deliveries that arrive after it leaves a session")
+	}
 	return d.busbarBase.Prepare(ctx, w)
 }
 

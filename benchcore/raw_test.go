@@ -2,7 +2,9 @@ package benchcore
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
 
@@ -460,4 +462,18 @@ func FuzzRawReadAttach(f *testing.F) {
 			t.Fatalf("readAttach read %+v, the full decoder %+v", got, *want)
 		}
 	})
+}
+
+// Sessions are refused with settled dispositions the broker does not
+// answer, and with receive-and-delete, whose deliveries a session receiver
+// that has left would drop.
+func TestRawPrepareRefusals(t *testing.T) {
+	keyed := Workload{Producers: 1, Consumers: 1, Keys: 1, PerKey: 1}
+	for flag, cfg := range map[string]BusbarConfig{"--settle-first": {SettleFirst: true}, "--receive-and-delete": {ReceiveAndDelete: true}} {
+		d := &RawDriver{}
+		d.cfg = cfg
+		if err := d.Prepare(context.Background(), keyed); err == nil || !strings.Contains(err.Error(), flag+" cannot be used with sessions") {
+			t.Fatalf("%s with sessions: %v, want it refused", flag, err)
+		}
+	}
 }

@@ -179,9 +179,10 @@ func (c *rawConn) expectProto(want []byte) error {
 }
 
 // readFrame reads and decodes one frame, skipping heartbeats. The result
-// is decoded with the connection's Decoder, so a *Transfer, *Flow or
-// *Disposition is valid only until the next call; payloads alias the read
-// buffer until then.
+// is decoded with the connection's Decoder, or into the connection's own
+// Attach (readAttach), so a *Transfer, *Flow, *Disposition or *Attach is
+// valid only until the next call; payloads alias the read buffer until
+// then.
 func (c *rawConn) readFrame() (frames.Body, error) {
 	for {
 		hb, err := c.br.Peek(frames.HeaderSize)
@@ -491,7 +492,8 @@ type rawSession struct {
 	link *rawLink // the link on handle 0
 	cbs  *rawCBS  // the CBS exchange (handles 1 and 2), if any
 
-	// Used by a consumer's session goroutine alone: its reused timer and
+	// A consumer's session goroutine's: its reused timer (which the
+	// reader also resets, at the broker's attach: rawLink.onAttach) and
 	// its receivers' attach frame (see rawConsumer.oneSession and
 	// sessionAttach).
 	idle        *time.Timer

@@ -26,7 +26,6 @@ type rawLink struct {
 	refused  bool          // the broker's attach had no terminus: a detach with the reason follows
 	detErr   *frames.Error
 	closing  bool // leaving: no more credit
-	detSent  bool // we sent our detach: later deliveries are left to the broker to release
 
 	// Sender.
 	credit        uint32
@@ -195,10 +194,10 @@ func (l *rawLink) onDetach(f *frames.Detach) error {
 	default:
 	}
 	l.detErr = f.Error
-	if !l.detSent {
-		// The broker ended the link: answer its detach.
-		l.s.c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
-	}
+	// The broker ended the link: answer its detach. (A link that sent its
+	// own detach is forgotten at once, rawLink.leave: its answer never
+	// reaches it.)
+	l.s.c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
 	close(l.detached)
 	if l.sender {
 		for i, w := range l.ring {
@@ -303,9 +302,9 @@ func stateText(st frames.DeliveryState) string {
 // onTransfer hands a delivery's body to the engine and queues its
 // settlement.
 func (l *rawLink) onTransfer(f *frames.Transfer) error {
-	if l.s.c.muted || l.detSent {
-		// After Run, or after our detach: not delivered, not settled; the
-		// broker releases it when the link (or connection) ends.
+	if l.s.c.muted {
+		// After Run: not delivered, not settled; the broker releases it
+		// when the connection ends.
 		return nil
 	}
 	if f.Aborted {
@@ -401,8 +400,11 @@ func (l *rawLink) flushSettlementsLocked() {
 // next attach (or its final flush) carries it in the same write, and the
 // session forgets the link at once. Nothing the broker sends for it after
 // that matters: every complete was answered, deliveries it sent before our
-// flow(0) are dropped unsettled (it releases them), and its detach answers
-// ours.
+// flow(0) are dropped unsettled (peek-lock: it releases them;
+// receive-and-delete is refused for sessions, RawDriver.Prepare), and its
+// detach answers ours. This relies on a peer that handles a link's frames in
+// order: handle 0 is attached again, in the same write, before the broker's
+// detach has closed it on its side (Busbar answers the detach first).
 func (l *rawLink) leave(t *time.Timer) error {
 	c := l.s.c
 	timing := false
@@ -429,7 +431,6 @@ func (l *rawLink) leave(t *time.Timer) error {
 			// Decided under the lock the reader delivers under: no
 			// delivery can slip in between the last answer and the detach.
 			if !gone {
-				l.detSent = true
 				c.appendLocked(l.s.ch, &frames.Detach{Handle: 0, Closed: true})
 			}
 			l.s.link = nil

@@ -40,8 +40,10 @@ func (l *link) Remote() *frames.Attach { return l.remote }
 
 // Reply returns the attach performative that answers the peer's, pre-filled
 // by echoing its source, target and settle modes, with this end's
-// max-message-size. Edit it only during the Handler's attach callback; a
-// deferred attach edits it through CompleteAttach's edit function.
+// max-message-size. Its Source and Target are this end's own copies (the
+// source's filter set included), to edit in place. Edit it only during the
+// Handler's attach callback; a deferred attach edits it through
+// CompleteAttach's edit function.
 func (l *link) Reply() *frames.Attach { return &l.reply }
 
 // Detach detaches (closes) the link with an error, nil for a clean detach.

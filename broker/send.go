@@ -377,7 +377,8 @@ func (p *Pending) Wait() ([]int64, error) {
 // link answers its deliveries in order. (Availability needs no chain: every
 // queue publishes its new messages in sequence-number order, order.go.) done, when not nil, is called once with the outcome, after the
 // messages are available, on a goroutine of the broker's; it must not
-// block for long. Every send is all-or-nothing, as with Send.
+// block for long. Every send is all-or-nothing, as with Send. SendAsync reads
+// msgs before it returns and keeps no reference to the slice.
 func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, after *Pending, done func(seqs []int64, err error)) *Pending {
 	p := &Pending{done: make(chan struct{})}
 	tx, seqs, err := b.prepareSend(ctx, path, msgs)

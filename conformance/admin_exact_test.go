@@ -7,6 +7,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/busbar-io/busbar/sas"
 )
 
 // TestAccessedAt: a queue's AccessedAt is the zero time until a client
@@ -145,7 +147,7 @@ func TestEntityAuthorizationRules(t *testing.T) {
 		t.Fatalf("GetQueue returned authorization rules %+v, want the one created", got.AuthorizationRules)
 	}
 
-	cs := replaceKey(replaceField(suite.connStr, "SharedAccessKeyName", "writer"), key)
+	cs := replaceKey(sas.ReplaceField(suite.connStr, "SharedAccessKeyName", "writer"), key)
 	c := newClientFor(t, cs)
 	send(t, newSender(t, c, q), textMessage("with the queue's own key"))
 	requireCode(t, newSender(t, c, other).SendMessage(ctxFor(t, opTimeout), textMessage("x"), nil), azservicebus.CodeUnauthorizedAccess)

@@ -205,13 +205,10 @@ func connStringField(cs, key string) string {
 }
 
 // replaceEndpoint returns cs with its Endpoint replaced.
-func replaceEndpoint(cs, endpoint string) string { return replaceField(cs, "Endpoint", endpoint) }
+func replaceEndpoint(cs, endpoint string) string { return sas.ReplaceField(cs, "Endpoint", endpoint) }
 
 // replaceKey returns cs with its SharedAccessKey replaced.
-func replaceKey(cs, key string) string { return replaceField(cs, "SharedAccessKey", key) }
-
-// replaceField returns cs with the value of its field name replaced.
-func replaceField(cs, name, value string) string { return sas.ReplaceField(cs, name, value) }
+func replaceKey(cs, key string) string { return sas.ReplaceField(cs, "SharedAccessKey", key) }
 
 // configureExternalAdmin decides how the admin client reaches an external
 // broker's management API.

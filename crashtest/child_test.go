@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/busbar-io/busbar/internal/serveproc"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // Environment variables the test reads.
@@ -131,14 +131,7 @@ func terminate(t *testing.T, c *serveproc.Process) {
 }
 
 // sharedAccessKey returns the SharedAccessKey of a connection string.
-func sharedAccessKey(connStr string) string {
-	for _, part := range strings.Split(connStr, ";") {
-		if v, ok := strings.CutPrefix(part, "SharedAccessKey="); ok {
-			return v
-		}
-	}
-	return ""
-}
+func sharedAccessKey(connStr string) string { return sas.ParseConnectionString(connStr).Key }
 
 // isCtxErr reports whether err is (or wraps) a context cancellation or
 // deadline.

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,6 +23,7 @@ import (
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
 	"github.com/busbar-io/busbar/processor"
+	"github.com/busbar-io/busbar/sas"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -391,13 +391,7 @@ func tail(s string, n int) string {
 // from the management API.
 func (r *servedRegion) counts(t *testing.T) (active, scheduled, dead int32) {
 	t.Helper()
-	key := ""
-	for _, part := range strings.Split(r.broker.ConnectionString(), ";") {
-		if v, ok := strings.CutPrefix(part, "SharedAccessKey="); ok {
-			key = v
-		}
-	}
-	ac, err := busbartest.PlainAdminClient(fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=%s;UseDevelopmentEmulator=true", r.broker.HTTPAddr(), key))
+	ac, err := busbartest.PlainAdminClient(sas.ReplaceField(r.broker.ConnectionString(), "Endpoint", "sb://"+r.broker.HTTPAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,9 +75,7 @@ func (r Right) Implied() Right {
 }
 
 // has reports whether rights grant want (Manage grants everything).
-func (r Right) has(want Right) bool {
-	return r&Manage != 0 || r&want == want
-}
+func (r Right) has(want Right) bool { return r.Implied()&want == want }
 
 // Rule is a shared access authorization rule.
 type Rule struct {

@@ -425,22 +425,7 @@ func (c *conn) forwardReceiver(s *amqp.Sender, entity, node string, isReply bool
 		err = s.CompleteAttach(l, func(reply *frames.Attach) {
 			reply.Properties = fromGoFields(rcv.Properties())
 			if isSession {
-				src := frames.Source{}
-				if reply.Source != nil {
-					src = *reply.Source
-				}
-				filter := make(encoding.Fields, len(src.Filter)+1)
-				for k, v := range src.Filter {
-					filter[k] = v
-				}
-				id := rcv.LinkSourceFilterValue(string(filterSession))
-				if sf.plain {
-					filter[filterSession] = id
-				} else {
-					filter[filterSession] = &encoding.Described{Descriptor: sf.descriptor, Value: id}
-				}
-				src.Filter = filter
-				reply.Source = &src
+				setSessionFilter(reply, sf, rcv.LinkSourceFilterValue(string(filterSession)))
 			}
 		}, nil)
 		if err != nil {

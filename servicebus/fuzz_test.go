@@ -58,10 +58,7 @@ func FuzzIngest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if one != nil {
-			msgs = []*broker.Message{one}
-		}
-		for _, m := range msgs {
+		for _, m := range (&inbound{one: one, msgs: msgs}).messages() {
 			if m.MessageID == "" {
 				t.Fatal("accepted message without an id")
 			}

@@ -155,13 +155,11 @@ func (l *recvLink) register() {
 	l.c.mu.Unlock()
 }
 
-// writeSessionReply writes the attach reply of a session receiver: the
-// locked session id as the filter value (described or plain, as the client
-// sent it) and the lock's expiry in .NET ticks.
-func (l *recvLink) writeSessionReply(reply *frames.Attach, req sessionRequest) {
+// setSessionFilter names the locked session id in a session receiver's
+// attach reply, in the form the client's filter had.
+func setSessionFilter(reply *frames.Attach, req sessionRequest, id any) {
 	// The reply's source is the engine's copy of the client's, filter set
-	// included, and its properties are the reply's own: both are edited in
-	// place.
+	// included (amqp's Reply): it is edited in place.
 	if reply.Source == nil {
 		reply.Source = &frames.Source{}
 	}
@@ -171,10 +169,18 @@ func (l *recvLink) writeSessionReply(reply *frames.Attach, req sessionRequest) {
 	// Go and .NET read the locked id from a described value; the JS SDK
 	// reads the filter value itself, so it gets the form it sent.
 	if req.plain {
-		reply.Source.Filter[filterSession] = l.cons.SessionID()
+		reply.Source.Filter[filterSession] = id
 	} else {
-		reply.Source.Filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: l.cons.SessionID()}
+		reply.Source.Filter[filterSession] = &encoding.Described{Descriptor: req.descriptor, Value: id}
 	}
+}
+
+// writeSessionReply writes the attach reply of a session receiver: the
+// locked session id as the filter value (described or plain, as the client
+// sent it) and the lock's expiry in .NET ticks.
+func (l *recvLink) writeSessionReply(reply *frames.Attach, req sessionRequest) {
+	setSessionFilter(reply, req, l.cons.SessionID())
+	// The reply's properties are its own: edited in place.
 	if reply.Properties == nil {
 		reply.Properties = make(encoding.Fields, 1)
 	}

@@ -114,7 +114,10 @@ func (b *Broker) Loaded(top uint64) bool {
 // Load rebuilds the queue or topic top, and its subscriptions, from the
 // store and starts serving them: what a node does when it becomes their
 // owner. It reads only their own key ranges. A missing or loaded entity is
-// left as it is.
+// left as it is. Nothing writes to the entity while it loads: a scheduled
+// activation or TTL expiry that comes due meanwhile waits for the load to
+// end, because a store's Scan may see commits made while it runs (a message
+// moved to a later key would be read twice).
 func (b *Broker) Load(ctx context.Context, top uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -170,6 +173,7 @@ func (b *Broker) Load(ctx context.Context, top uint64) error {
 		x.dormant.Store(false)
 		b.armIdle(x)
 		if x.q != nil {
+			x.q.runHeld(b.now().UnixNano())
 			x.q.redispatch()
 		}
 	}

@@ -41,6 +41,10 @@ type qstate struct {
 	pg       pager       // the backlog beyond a window stays on disk (pager.go)
 	order    pubOrder    // new messages become available in sequence order (order.go)
 
+	// held keeps the message deadlines that came due while the entity was
+	// being read (dormant): Load and recovery run them once it is.
+	held []*deadline
+
 	// Settlements waiting to be combined (settle.go). smu guards sq and
 	// taking; it is taken after mu or alone.
 	smu    sync.Mutex

@@ -62,6 +62,11 @@ func (b *Broker) recover(ctx context.Context) error {
 		}
 		return nil // entities are loaded one by one (Load)
 	}
+	// As Load does, hold the deadlines that come due while the entities
+	// are read until every one is (the wheel already runs).
+	for _, e := range b.byID {
+		e.dormant.Store(true)
+	}
 	for _, e := range b.byID {
 		if err := b.loadEntity(ctx, e, now.UnixNano()); err != nil {
 			return err
@@ -85,7 +90,17 @@ func (b *Broker) recover(ctx context.Context) error {
 		b.armIdle(e)
 	}
 	if stale.Len() > 0 {
-		return b.commit(ctx, &stale.Batch)
+		if err := b.commit(ctx, &stale.Batch); err != nil {
+			return err
+		}
+	}
+	for _, e := range b.byID {
+		e.dormant.Store(false)
+	}
+	for _, e := range b.byID {
+		if e.q != nil {
+			e.q.runHeld(b.now().UnixNano())
+		}
 	}
 	return nil
 }

@@ -589,6 +589,14 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 		q.mu.Unlock()
 		return
 	}
+	if q.ent.dormant.Load() {
+		// Being loaded: the index is incomplete, and a store scan still
+		// running may or may not see what an activation or expiry would
+		// write (a message would be read twice). Load runs these after.
+		q.held = append(q.held, ds...)
+		q.mu.Unlock()
+		return
+	}
 	for _, d := range ds {
 		m := d.m
 		if q.msgs[m.seq] != m || m.pending || m.dl != d {
@@ -604,6 +612,18 @@ func (q *qstate) onMessageDeadlines(ds []*deadline, now int64) {
 	q.dispatch(w)
 	q.mu.Unlock()
 	q.b.finish(w)
+}
+
+// runHeld runs the message deadlines that came due while the entity was
+// loading; it is called once the entity is no longer dormant.
+func (q *qstate) runHeld(now int64) {
+	q.mu.Lock()
+	ds := q.held
+	q.held = nil
+	q.mu.Unlock()
+	if len(ds) > 0 {
+		q.onMessageDeadlines(ds, now)
+	}
 }
 
 // publishActivated makes an activated message available (or leaves it on

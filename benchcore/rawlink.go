@@ -508,11 +508,7 @@ func newRawTemplate(ch uint16, key string, size int) (*rawTemplate, error) {
 	}
 	// The data section: its descriptor and a binary of size bytes.
 	f = encoding.AppendDescriptor(f, message.DescData)
-	if size <= 0xff {
-		f = append(f, encoding.CodeVbin8, byte(size))
-	} else {
-		f = binary.BigEndian.AppendUint32(append(f, encoding.CodeVbin32), uint32(size))
-	}
+	f = encoding.AppendBinaryHeader(f, size)
 	binary.BigEndian.PutUint32(f, uint32(len(f)+size))
 	return &rawTemplate{frame: f, key: key, size: size}, nil
 }

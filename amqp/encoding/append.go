@@ -119,17 +119,27 @@ func AppendUUID(dst []byte, v UUID) []byte { return append(append(dst, CodeUUID)
 
 // appendVar appends a variable-width value with its 8- or 32-bit size.
 func appendVar[T ~string | ~[]byte](dst []byte, code8, code32 byte, v T) []byte {
-	if len(v) < 256 {
-		dst = append(dst, code8, byte(len(v)))
-	} else {
-		dst = binary.BigEndian.AppendUint32(append(dst, code32), uint32(len(v)))
+	return append(appendVarHeader(dst, code8, code32, len(v)), v...)
+}
+
+// appendVarHeader appends the constructor and length of a variable-width
+// value of n bytes: the one-byte-length form when n fits.
+func appendVarHeader(dst []byte, code8, code32 byte, n int) []byte {
+	if n < 256 {
+		return append(dst, code8, byte(n))
 	}
-	return append(dst, v...)
+	return binary.BigEndian.AppendUint32(append(dst, code32), uint32(n))
 }
 
 // AppendBinary appends binary as vbin8 or vbin32. A nil slice is still
 // written as zero-length binary; use AppendNull for null.
 func AppendBinary(dst []byte, v []byte) []byte { return appendVar(dst, CodeVbin8, CodeVbin32, v) }
+
+// AppendBinaryHeader appends what AppendBinary writes before the bytes of
+// a binary of n bytes, for a caller that writes the bytes itself.
+func AppendBinaryHeader(dst []byte, n int) []byte {
+	return appendVarHeader(dst, CodeVbin8, CodeVbin32, n)
+}
 
 // AppendString appends a UTF-8 string as str8 or str32.
 func AppendString(dst []byte, v string) []byte { return appendVar(dst, CodeStr8, CodeStr32, v) }

@@ -542,3 +542,20 @@ func TestScalarReadsDoNotAllocate(t *testing.T) {
 		t.Errorf("scalar reads allocated %v times", allocs)
 	}
 }
+
+// AppendBinaryHeader followed by the bytes is AppendBinary, on both sides
+// of the one-byte length.
+func TestAppendBinaryHeader(t *testing.T) {
+	for _, n := range []int{0, 1, 255, 256, 70000} {
+		v := bytes.Repeat([]byte{7}, n)
+		got := append(AppendBinaryHeader([]byte{0x40}, n), v...)
+		want := AppendBinary([]byte{0x40}, v)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%d bytes: header+bytes %x…, AppendBinary %x…", n, got[:min(len(got), 8)], want[:min(len(want), 8)])
+		}
+		d := NewDecoder(got[1:])
+		if b, err := d.ReadBinary(); err != nil || len(b) != n {
+			t.Fatalf("%d bytes: read back %d bytes, err %v", n, len(b), err)
+		}
+	}
+}

@@ -55,7 +55,7 @@ NATS_VERSION=v2.15.2
 BIN=$ROOT/bench/.bin
 WORK=$(mktemp -d /tmp/busbar-bench.XXXXXX)
 mkdir -p "$OUT" "$BIN"
-rm -f "$OUT"/*.json "$OUT"/*.log "$OUT"/*.runs "$OUT"/w4-pairs.txt
+rm -rf "$OUT"/*.json "$OUT"/*.log "$OUT"/*.runs "$OUT"/pairs
 
 # Ports of our own, away from the defaults other instances may be using.
 # Each can be overridden from the environment.
@@ -244,89 +244,46 @@ if want nats; then
 	done
 fi
 
-# wait_idle waits (at most 15 s) until the processes PIDS and their children
-# use less than 2% of a core over half a second: a broker's background work
-# after one run (Pebble's flushes and compactions, PostgreSQL's autovacuum
-# and checkpoints) is not charged to the next run, of either broker.
-wait_idle() {
-	local i t0 t1
-	for i in $(seq 30); do
-		t0=$(cpu_ticks "$@")
-		sleep 0.5
-		t1=$(cpu_ticks "$@")
-		[ $((t1 - t0)) -le 1 ] && return 0
-	done
-	log "still busy after 15 s: $*"
-}
-
-# cpu_ticks prints the CPU clock ticks (user and system) used so far by the
-# processes PIDS and their living children.
-cpu_ticks() {
-	local pid kids=()
-	for pid in "$@"; do
-		mapfile -t -O "${#kids[@]}" kids < <(pgrep -P "$pid" 2>/dev/null)
-	done
-	for pid in "$@" "${kids[@]}"; do
-		[ -r "/proc/$pid/stat" ] && sed 's/^.*) //' "/proc/$pid/stat"
-	done | awk '{t += $12 + $13} END {print t + 0}'
-}
-
 # w4_pairs: W4 on Busbar (lean client) and on PostgreSQL in alternation,
 # W4_PAIRS pairs, each broker idle while the other runs (and both idle
-# before each run: wait_idle), who goes first alternating. The brokers above
-# run one after the other, minutes apart, and the machine's speed drifts
-# between them; a pair's two runs are seconds apart. Busbar is a fresh node
-# warmed by W2 (DURATION), as in its own section. Each pair's rates and CPU and
-# their ratios go to $OUT/w4-pairs.txt, the medians to the report.
+# before each run: --wait-idle), who goes first alternating. The brokers
+# above run one after the other, minutes apart, and the machine's speed
+# drifts between them; a pair's two runs are seconds apart. Busbar is a fresh
+# node warmed by W2 (DURATION), as in its own section. Each run's result
+# goes to $OUT/pairs/<pair>__<series>.json; benchreport prints the pairs and
+# the medians of their ratios.
 w4_pairs() {
 	log "w4 pairs: busbar (raw client) and postgres in alternation"
 	local pg_pid=$BROKER_PID amqp=127.0.0.1:${BUSBAR_PAIR_AMQP:-25682} http=127.0.0.1:${BUSBAR_PAIR_HTTP:-25310}
 	start_busbar busbar-pairs --amqp "$amqp" --http "$http"
-	local bb_pid=$BUSBAR_PID cs=$BUSBAR_CS i b p
+	local bb_pid=$BUSBAR_PID cs=$BUSBAR_CS i
 	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]} \
 		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
-	echo "# pair busbar_msg_s busbar_us_msg postgres_msg_s postgres_us_msg rate_ratio cpu_ratio" >"$OUT/w4-pairs.txt"
+	mkdir -p "$OUT/pairs"
 	pair_busbar() {
-		wait_idle "$bb_pid" "$pg_pid"
 		# shellcheck disable=SC2086
 		"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w4]} --name w4 \
-			--size 1024 --json --broker-pid "$bb_pid" >"$WORK/pair-b.json" 2>>"$OUT/w4-pairs.log"
+			--size 1024 --json --broker-pid "$bb_pid" --wait-idle "$bb_pid,$pg_pid" >"$WORK/pair.json" 2>>"$OUT/w4-pairs.log" &&
+			mv "$WORK/pair.json" "$OUT/pairs/${1}__busbar-raw.json"
 	}
 	pair_postgres() {
-		wait_idle "$bb_pid" "$pg_pid"
 		# shellcheck disable=SC2086
 		"$BIN/peerbench" --broker postgres --url "postgres://bench@127.0.0.1:$PG_PORT/bench?sslmode=disable" ${WL[w4]} --name w4 \
-			--size 1024 --json --broker-pid "$pg_pid" >"$WORK/pair-p.json" 2>>"$OUT/w4-pairs.log"
+			--size 1024 --json --broker-pid "$pg_pid" --wait-idle "$bb_pid,$pg_pid" >"$WORK/pair.json" 2>>"$OUT/w4-pairs.log" &&
+			mv "$WORK/pair.json" "$OUT/pairs/${1}__postgres.json"
 	}
 	for i in $(seq "$W4_PAIRS"); do
 		# Who goes first alternates: a run a few seconds later can find
 		# the machine faster or slower, and the order must not decide.
 		if [ $((i % 2)) = 1 ]; then
-			pair_busbar && pair_postgres || continue
+			pair_busbar "$i" && pair_postgres "$i" || continue
 		else
-			pair_postgres && pair_busbar || continue
+			pair_postgres "$i" && pair_busbar "$i" || continue
 		fi
-		b="$(json_num msgs_per_sec "$WORK/pair-b.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-b.json")"
-		p="$(json_num msgs_per_sec "$WORK/pair-p.json") $(json_num broker_cpu_us_per_msg "$WORK/pair-p.json")"
-		echo "$i $b $p" | awk '{printf "%d %s %s %s %s %.2f %.2f\n", $1, $2, $3, $4, $5, $2/$4, $3/$5}' >>"$OUT/w4-pairs.txt"
 	done
 	kill -TERM "$bb_pid" 2>/dev/null; wait "$bb_pid" 2>/dev/null || true
 }
 
-# w4_pairs_report prints the pairs' table and the medians of their ratios.
-w4_pairs_report() {
-	[ -s "$OUT/w4-pairs.txt" ] && [ "$(grep -vc '^#' "$OUT/w4-pairs.txt")" -gt 0 ] || return 0
-	echo
-	echo "#### W4 in alternation: busbar-raw and postgres, pair by pair"
-	echo
-	echo "| pair | busbar-raw msg/s | µs/msg | postgres msg/s | µs/msg | msg/s ratio | CPU ratio |"
-	echo "|---:|---:|---:|---:|---:|---:|---:|"
-	grep -v '^#' "$OUT/w4-pairs.txt" | awk '{printf "| %d | %s | %s | %s | %s | %s× | %s× |\n", $1, $2, $3, $4, $5, $6, $7}'
-	echo
-	printf '| median of %d pairs | | | | | %s× | %s× |\n' "$(grep -vc '^#' "$OUT/w4-pairs.txt")" \
-		"$(grep -v '^#' "$OUT/w4-pairs.txt" | awk '{print $6}' | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')" \
-		"$(grep -v '^#' "$OUT/w4-pairs.txt" | awk '{print $7}' | sort -n | awk '{r[NR]=$1} END {print r[int((NR+1)/2)]}')"
-}
 
 # ----------------------------------------------------------------- postgres
 if want postgres && install_pkgs postgresql; then
@@ -398,7 +355,6 @@ fi
 	NOTE="$(date -u +%Y-%m-%d), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), ${DURATION} s per timed run"
 	[ "$QUICK" = 1 ] && NOTE="QUICK SMOKE RUN (${DURATION} s per workload, noisy): not a measurement. $NOTE"
 	"$BIN/benchreport" --results "$OUT" --charts "$CHARTS" --note "$NOTE"
-	w4_pairs_report
 } | tee "$OUT/tables.md"
 echo >&2
 echo "tables: $OUT/tables.md; charts: $CHARTS/throughput.png, $CHARTS/latency.png" >&2

@@ -1,6 +1,7 @@
 package benchcore
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
@@ -162,4 +163,42 @@ func treeCPU(pids []int) float64 {
 		return -1
 	}
 	return total
+}
+
+// Idle thresholds of WaitIdle: at most idleBusy CPU seconds over each
+// idleWindow of wall time (2% of a core).
+const (
+	idleWindow = 500 * time.Millisecond
+	idleBusy   = 0.01
+)
+
+// WaitIdle waits until the processes pids and their descendants use at
+// most 2% of a core over half a second, so that a broker's background work
+// after one run (an LSM store's flushes and compactions, PostgreSQL's
+// autovacuum and checkpoints) is not charged to the next run, of either
+// broker. It reports false when they are still busy after limit, or ctx
+// is done first; true at once when none of pids exists.
+func WaitIdle(ctx context.Context, pids []int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	t := time.NewTicker(idleWindow)
+	defer t.Stop()
+	before := treeCPU(pids)
+	for {
+		if before < 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		now := treeCPU(pids)
+		if now >= 0 && now-before <= idleBusy {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		before = now
+	}
 }

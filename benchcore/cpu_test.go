@@ -1,8 +1,10 @@
 package benchcore
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -102,4 +104,34 @@ func FuzzParseStat(f *testing.F) {
 			t.Fatalf("parseStat(%q) ok with %d fields", s, len(fields))
 		}
 	})
+}
+
+// WaitIdle returns at once for a sleeping process, gives up on a spinning
+// one after its limit, and does not wait for a process that is gone.
+func TestWaitIdle(t *testing.T) {
+	start := func(script string) int {
+		cmd := exec.Command("sh", "-c", script)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd.Process.Pid
+	}
+	ctx := context.Background()
+	sleeper := start("sleep 60")
+	if !WaitIdle(ctx, []int{sleeper}, 10*time.Second) {
+		t.Error("a sleeping process was not found idle")
+	}
+	// The spinning child of a sleeping parent counts with it.
+	parent := start("while :; do :; done & wait")
+	began := time.Now()
+	if WaitIdle(ctx, []int{sleeper, parent}, time.Second) {
+		t.Error("a process whose child spins was found idle")
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Errorf("WaitIdle took %v past a limit of 1 s", d)
+	}
+	if !WaitIdle(ctx, []int{1 << 30}, time.Hour) {
+		t.Error("a process that does not exist must not be waited for")
+	}
 }

@@ -92,7 +92,14 @@ type Options struct {
 	// BrokerPIDs are processes whose CPU time (with their descendants) is
 	// charged to the broker; empty when the broker runs elsewhere.
 	BrokerPIDs []int
+	// WaitIdle are processes that must be idle before the run starts
+	// (WaitIdle, at most IdleLimit); empty: none.
+	WaitIdle []int
 }
+
+// IdleLimit is how long Run waits for Options.WaitIdle; a run that finds
+// them still busy then goes ahead, and says so in its progress.
+const IdleLimit = 15 * time.Second
 
 // Run executes w against d and reports what happened. A run whose
 // verification fails still returns its Result (with Verdict.OK false) and
@@ -101,6 +108,9 @@ func Run(ctx context.Context, w Workload, d Driver, o Options) (*Result, error) 
 	w, err := w.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if len(o.WaitIdle) > 0 && !WaitIdle(ctx, o.WaitIdle, IdleLimit) && o.Progress != nil {
+		fmt.Fprintf(o.Progress, "processes %v still busy after %v; running anyway\n", o.WaitIdle, IdleLimit)
 	}
 	e := &engine{w: w, d: d, o: o, run: newRunID()}
 	return e.run1(ctx)

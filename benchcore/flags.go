@@ -18,6 +18,7 @@ type CommonFlags struct {
 	JSON       bool
 	Quiet      bool
 	BrokerPIDs string
+	IdlePIDs   string
 }
 
 // Register adds the common flags to fs.
@@ -38,6 +39,7 @@ func (f *CommonFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.JSON, "json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&f.Quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&f.BrokerPIDs, "broker-pid", "", "comma-separated pids of the broker's processes, to record its CPU use (with descendants)")
+	fs.StringVar(&f.IdlePIDs, "wait-idle", "", "comma-separated pids: before the run, wait (at most 15 s) until they and their descendants use under 2% of a core")
 }
 
 // Workload returns the workload the flags describe, with defaults applied.
@@ -50,15 +52,17 @@ func (f *CommonFlags) Workload() (Workload, error) {
 }
 
 // PIDs parses --broker-pid.
-func (f *CommonFlags) PIDs() ([]int, error) {
+func (f *CommonFlags) PIDs() ([]int, error) { return parsePIDs("--broker-pid", f.BrokerPIDs) }
+
+func parsePIDs(flag, list string) ([]int, error) {
 	var pids []int
-	for _, s := range strings.Split(f.BrokerPIDs, ",") {
+	for _, s := range strings.Split(list, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		p, err := strconv.Atoi(s)
 		if err != nil || p <= 0 {
-			return nil, fmt.Errorf("--broker-pid: %q is not a pid", s)
+			return nil, fmt.Errorf("%s: %q is not a pid", flag, s)
 		}
 		pids = append(pids, p)
 	}
@@ -69,7 +73,11 @@ func (f *CommonFlags) PIDs() ([]int, error) {
 // unless --quiet) and prints the result on stdout: a table, or JSON with
 // --json. The caller decides the exit status from the result's Verdict.
 func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, pids []int, stdout, stderr io.Writer) (*Result, error) {
-	opts := Options{BrokerPIDs: pids}
+	idle, err := parsePIDs("--wait-idle", f.IdlePIDs)
+	if err != nil {
+		return nil, err
+	}
+	opts := Options{BrokerPIDs: pids, WaitIdle: idle}
 	if !f.Quiet {
 		opts.Progress = stderr
 	}

@@ -1,9 +1,11 @@
 package benchcore
 
 import (
+	"context"
 	"flag"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -62,5 +64,9 @@ func TestBadFlags(t *testing.T) {
 	f, _ = parse(t, "--broker-pid", "x")
 	if _, err := f.PIDs(); err == nil {
 		t.Error("a non-numeric pid must be refused")
+	}
+	f, _ = parse(t, "--wait-idle", "12,y")
+	if _, err := f.RunAndReport(context.Background(), Workload{}, nil, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--wait-idle") {
+		t.Errorf("a non-numeric --wait-idle pid: error %v, want one naming the flag", err)
 	}
 }

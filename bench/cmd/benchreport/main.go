@@ -1,7 +1,8 @@
 // Command benchreport turns the JSON results of a benchmark run (one file
 // per broker and workload, named <series>__<workload>.json, as bench/run.sh
-// writes them) into markdown tables ready to paste into docs/benchmarks.md
-// and PNG charts of throughput and latency.
+// writes them, and the pairs of runs in alternation under pairs/) into
+// markdown tables ready to paste into docs/benchmarks.md and PNG charts of
+// throughput and latency.
 //
 //	benchreport --results bench/results --charts docs/benchmarks
 package main
@@ -45,12 +46,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "benchreport:", err)
 		return 1
 	}
-	if len(es) == 0 {
+	sa, sb, ps, err := loadPairs(*results)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchreport:", err)
+		return 1
+	}
+	if len(es) == 0 && len(ps) == 0 {
 		fmt.Fprintf(stderr, "benchreport: no results in %s\n", *results)
 		return 1
 	}
 	writeSummary(stdout, es)
 	writeTables(stdout, es)
+	writePairs(stdout, sa, sb, ps)
 	if *charts != "" {
 		if err := os.MkdirAll(*charts, 0o755); err != nil {
 			fmt.Fprintln(stderr, "benchreport:", err)

@@ -130,7 +130,13 @@ func TestPausedNodeIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Until every acknowledged send is back, then one quiet second more
+	// for any that should not be there. Ownership may still be settling
+	// after the resume: the routed link can take more than a second to be
+	// served, so a quiet second alone does not end the wait (it did, and
+	// the check saw an empty queue).
 	var got []string
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
 		msgs, err := r.ReceiveMessages(rctx, 100, nil)
@@ -139,7 +145,10 @@ func TestPausedNodeIsFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(msgs) == 0 {
-			break
+			if len(got) >= len(acked) || time.Now().After(deadline) {
+				break
+			}
+			continue
 		}
 		for _, m := range msgs {
 			got = append(got, m.MessageID)

@@ -132,7 +132,7 @@ type flakyStore struct {
 var errInjected = errors.New("injected read failure")
 
 func (f *flakyStore) Get(ctx context.Context, k []byte) ([]byte, error) {
-	if f.failGets.Load() && len(k) > 0 && k[0] == kBody {
+	if f.failGets.Load() && len(k) > 0 && (k[0] == kBody || k[0] == kMessage) { // a message record is under either
 		return nil, errInjected
 	}
 	return f.Store.Get(ctx, k)

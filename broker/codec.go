@@ -89,12 +89,13 @@ func prefixRange(kind byte, id uint64) ([]byte, []byte) {
 
 // Record versions.
 const (
-	entityRecordV1  = 1
-	entityRecordV2  = 2 // V1 + a queue's or topic's authorization rules, the forwarding URIs
-	ruleRecordV1    = 1
-	ruleRecordV2    = 2 // V1 + the action's parameters
-	metaRecordV1    = 1
-	messageRecordV1 = 1
+	entityRecordV1   = 1
+	entityRecordV2   = 2 // V1 + a queue's or topic's authorization rules, the forwarding URIs
+	ruleRecordV1     = 1
+	ruleRecordV2     = 2 // V1 + the action's parameters
+	metaRecordV1     = 1
+	metaRecordInline = 2 // V1, then the message record: one key for both (msgIdx.inline)
+	messageRecordV1  = 1
 )
 
 var errCorrupt = errors.New("corrupt record")

@@ -130,13 +130,19 @@ func FuzzDecodeMeta(f *testing.F) {
 	mm, _ := sampleMessage()
 	f.Add(encodeMeta(mm))
 	f.Add(encodeMeta(&msgMeta{}))
+	in := *mm
+	in.inline = true
+	f.Add(append(encodeMeta(&in), "record"...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		mm, err := decodeMeta(b)
+		mm, rec, err := decodeMetaRecord(b)
 		if err != nil {
 			return
 		}
-		again, err := decodeMeta(encodeMeta(&mm))
-		if err != nil || again != mm {
+		if mm.inline != (len(rec) > 0) {
+			t.Fatalf("inline %v with a record of %d bytes", mm.inline, len(rec))
+		}
+		again, againRec, err := decodeMetaRecord(append(encodeMeta(&mm), rec...))
+		if err != nil || again != mm || !bytes.Equal(againRec, rec) {
 			t.Fatalf("round trip %+v vs %+v (%v)", again, mm, err)
 		}
 	})

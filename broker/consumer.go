@@ -2,10 +2,13 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/busbar-io/busbar/store"
 )
 
 // ReceiveMode is how a consumer takes messages.
@@ -480,7 +483,7 @@ func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 	if c := b.cache.get(m); c != nil {
 		return c, nil
 	}
-	rec, err := b.st.Get(context.Background(), key2(kBody, eid, m.bodyRef))
+	rec, err := b.readRecord(context.Background(), eid, m)
 	if err != nil {
 		return nil, fmt.Errorf("read message %d of entity %d: %w", m.bodyRef, eid, err)
 	}
@@ -490,6 +493,29 @@ func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 	}
 	b.cache.put(m, msg)
 	return msg, nil
+}
+
+// readRecord reads the stored message record of index entry m of entity
+// eid: from its index record's value while it is inline, else from its
+// body key (where a rewrite puts it, in the same commit that replaces or
+// deletes the inline value).
+func (b *Broker) readRecord(ctx context.Context, eid uint64, m *msgIdx) ([]byte, error) {
+	if m.inline {
+		v, err := b.st.Get(ctx, msgKey(eid, m.home, m.seq))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, err
+		}
+		if err == nil {
+			mm, rec, err := decodeMetaRecord(v)
+			if err != nil {
+				return nil, err
+			}
+			if mm.inline {
+				return rec, nil
+			}
+		}
+	}
+	return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
 }
 
 // fill completes a delivery stamped without its body (lazyBody).

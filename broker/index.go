@@ -53,6 +53,15 @@ func (e *entity) touch(now time.Time) { e.accessed.Store(now.UnixNano()) }
 
 // msgIdx is the in-memory index entry of one message: where it is, its
 // deadlines and its lock. Its body and headers live in the store.
+//
+// A message placed active is inline: its message record follows its index
+// record in one value, under its message key in subqueue home (one store
+// entry to write and one to delete, not two and two). The first rewrite
+// (abandon, defer, dead-letter, lock expiry) splits them: the message
+// record goes to its body key, in the commit that rewrites or moves the
+// index record, and split is set under the queue's lock once that commit
+// is durable. inline and home never change after the entry is made, so
+// readRecord reads them without the lock.
 type msgIdx struct {
 	seq        uint64
 	bodyRef    uint64
@@ -65,6 +74,9 @@ type msgIdx struct {
 	state      MessageState
 	pending    bool      // a store commit changing this message is in flight
 	once       bool      // its records were written once, by this process (deleteMessageKeys)
+	inline     bool      // placed with its message record in its index record's value (below)
+	home       Subqueue  // the subqueue it was placed in, when inline
+	split      bool      // an inline message's records were split by a committed rewrite
 	hidx       int32     // position in an availability heap, -1 when not available
 	sess       *session  // its session, for a session entity
 	lk         *msgLock  // nil when not locked

@@ -81,6 +81,7 @@ type storedMsg struct {
 func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Message, []error) {
 	var errs []error
 	msgs := map[uint64]storedMsg{}
+	inline := map[uint64]*Message{} // message records inline, by body ref
 	start, end := prefixRange(kMessage, e.id)
 	err := b.st.Scan(context.Background(), start, end, func(k, v []byte) error {
 		if len(k) != 18 {
@@ -88,10 +89,19 @@ func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Me
 			return nil
 		}
 		seq := binary.BigEndian.Uint64(k[10:])
-		mm, err := decodeMeta(v)
+		mm, rec, err := decodeMetaRecord(v)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("message %d: %w", seq, err))
 			return nil
+		}
+		bodyLen := int64(-1)
+		if rec != nil {
+			m, err := decodeMessage(bytes.Clone(rec))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("message %d: inline record: %w", seq, err))
+				return nil
+			}
+			inline[mm.bodyRef], bodyLen = m, int64(len(m.Body))
 		}
 		if byte(mm.sub) != k[9] {
 			errs = append(errs, fmt.Errorf("message %d: record of subqueue %d under a key of subqueue %d", seq, mm.sub, k[9]))
@@ -99,7 +109,7 @@ func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Me
 		if _, dup := msgs[seq]; dup {
 			errs = append(errs, fmt.Errorf("message %d: records in two subqueues", seq))
 		}
-		msgs[seq] = storedMsg{mm: mm, bodyLen: -1}
+		msgs[seq] = storedMsg{mm: mm, bodyLen: bodyLen}
 		return nil
 	})
 	if err != nil {
@@ -126,9 +136,15 @@ func (b *Broker) storedMessages(e *entity) (map[uint64]storedMsg, map[uint64]*Me
 	}
 	for seq, sm := range msgs {
 		if m, ok := bodies[sm.mm.bodyRef]; ok {
+			if sm.mm.inline {
+				errs = append(errs, fmt.Errorf("message %d: its record is inline and under body key %d too", seq, sm.mm.bodyRef))
+			}
 			sm.bodyLen = int64(len(m.Body))
 			msgs[seq] = sm
 		}
+	}
+	for ref, m := range inline {
+		bodies[ref] = m
 	}
 	return msgs, bodies, errs
 }
@@ -226,6 +242,7 @@ func (c *checker) store(stored map[uint64]storedMsg, bodies map[uint64]*Message)
 			continue
 		}
 		want, got := m.meta(), sm.mm
+		want.inline = m.inline && !m.split // until a rewrite splits its records
 		if got.sub != SubqueueMain {
 			// A dead letter keeps the session id it had in its record;
 			// only main-subqueue messages belong to sessions.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -48,15 +49,16 @@ func (b *Broker) peek(ctx context.Context, path string, from int64, max int, ses
 	start := msgKey(e.id, p.Subqueue, uint64(from))
 	end := msgKey(e.id, p.Subqueue+1, 0)
 	err = b.st.Scan(ctx, start, end, func(k, v []byte) error {
-		mm, err := decodeMeta(v)
+		mm, rec, err := decodeMetaRecord(v)
 		if err != nil {
 			return err
 		}
 		if mm.sub != p.Subqueue || session != nil && mm.sessionID != *session {
 			return nil
 		}
-		rec, err := b.st.Get(ctx, key2(kBody, e.id, mm.bodyRef))
-		if err != nil {
+		if rec != nil {
+			rec = bytes.Clone(rec) // v is the scan's
+		} else if rec, err = b.st.Get(ctx, key2(kBody, e.id, mm.bodyRef)); err != nil {
 			return nil // removed since the scan began
 		}
 		m, err := decodeMessage(rec)
@@ -139,12 +141,21 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	// out (receive-and-delete deletes it anyway).
 	if mode == PeekLock {
 		var bt batchBuf
-		for _, m := range ms {
+		for i, m := range ms {
 			if m.sub == SubqueueMain {
 				mm := m.meta()
 				mm.deliveries++
 				m.wroteAgain()
 				bt.Set(msgKey(e.id, m.sub, m.seq), encodeMeta(&mm))
+				if m.inline && !m.split {
+					// Not reached: deferring a message rewrote it,
+					// which split its records. Kept whole if it were.
+					rec, err := encodeMessage(bases[i])
+					if err != nil {
+						return fail(err)
+					}
+					bt.Set(key2(kBody, e.id, m.bodyRef), rec)
+				}
 			}
 		}
 		if err := b.commit(ctx, &bt.Batch); err != nil {
@@ -167,6 +178,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			n := m.deliveries + 1
 			if mode == PeekLock {
 				m.deliveries = n // as committed above
+				m.split = m.split || m.inline
 			}
 			msg.DeliveryCount = n
 		}

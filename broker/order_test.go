@@ -59,7 +59,7 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				second := b.SendAsync(ctx, sendTo, []*Message{m("2")}, nil, nil)
 				poll.Until(t, 10*time.Second, "the second send durable", func() bool {
 					n := 0
-					_ = g.Store.Scan(ctx, []byte{kBody}, []byte{kBody + 1}, func(_, _ []byte) error { n++; return nil })
+					_ = g.Store.Scan(ctx, []byte{kMessage}, []byte{kMessage + 1}, func(_, _ []byte) error { n++; return nil })
 					return n >= 1
 				})
 				// Its acknowledgement waits for its message to be available.

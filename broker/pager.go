@@ -284,7 +284,7 @@ func (q *qstate) uncounted(seq uint64) bool {
 // indexOf makes the index entry of a stored non-session message.
 func indexOf(seq uint64, mm *msgMeta) *msgIdx {
 	return &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
-		size: int32(mm.size), deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
+		size: int32(mm.size), deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1, inline: mm.inline, home: mm.sub}
 }
 
 // startCount begins the background count of the records a restart left

@@ -234,6 +234,9 @@ type msgMeta struct {
 	bodyRef    uint64
 	size       int64
 	sessionID  string
+	// inline: the message's record follows this one in the same value
+	// (metaRecordInline); decodeMetaRecord returns it.
+	inline bool
 }
 
 func encodeMeta(mm *msgMeta) []byte {
@@ -249,7 +252,11 @@ func metaRecordLen(mm *msgMeta) int {
 // appendMeta appends mm's record to dst.
 func appendMeta(dst []byte, mm *msgMeta) []byte {
 	e := enc{b: dst}
-	e.u8(metaRecordV1)
+	if mm.inline {
+		e.u8(metaRecordInline) // the caller appends the message record
+	} else {
+		e.u8(metaRecordV1)
+	}
 	e.u8(uint8(mm.sub))
 	e.u8(uint8(mm.state))
 	e.uv(uint64(mm.deliveries))
@@ -263,10 +270,20 @@ func appendMeta(dst []byte, mm *msgMeta) []byte {
 }
 
 func decodeMeta(b []byte) (msgMeta, error) {
-	var mm msgMeta
+	mm, _, err := decodeMetaRecord(b)
+	return mm, err
+}
+
+// decodeMetaRecord decodes an index record and, when the message's record
+// follows it (inline), returns that too (aliasing b).
+func decodeMetaRecord(b []byte) (mm msgMeta, rec []byte, err error) {
 	d := dec{b: b}
-	if v := d.u8(); v != metaRecordV1 {
-		return mm, fmt.Errorf("%w: message index record version %d", errCorrupt, v)
+	switch v := d.u8(); v {
+	case metaRecordV1:
+	case metaRecordInline:
+		mm.inline = true
+	default:
+		return mm, nil, fmt.Errorf("%w: message index record version %d", errCorrupt, v)
 	}
 	mm.sub = Subqueue(d.u8())
 	mm.state = MessageState(d.u8())
@@ -278,12 +295,18 @@ func decodeMeta(b []byte) (msgMeta, error) {
 	mm.size = d.sv()
 	mm.sessionID = d.str()
 	if d.err != nil {
-		return mm, d.err
+		return mm, nil, d.err
 	}
-	if mm.sub > SubqueueTransferDeadLetter || mm.state > StateScheduled || mm.size < 0 || len(d.b) != 0 {
-		return mm, fmt.Errorf("%w: message index record subqueue %d state %d size %d, %d trailing bytes", errCorrupt, mm.sub, mm.state, mm.size, len(d.b))
+	if mm.inline {
+		rec = d.b
+		if len(rec) == 0 {
+			return mm, nil, fmt.Errorf("%w: inline message index record without the message", errCorrupt)
+		}
 	}
-	return mm, nil
+	if mm.sub > SubqueueTransferDeadLetter || mm.state > StateScheduled || mm.size < 0 || (!mm.inline && len(d.b) != 0) {
+		return mm, nil, fmt.Errorf("%w: message index record subqueue %d state %d size %d, %d trailing bytes", errCorrupt, mm.sub, mm.state, mm.size, len(d.b))
+	}
+	return mm, rec, nil
 }
 
 const flagPropsModified, flagSysModified = 1, 2

@@ -228,8 +228,7 @@ func (b *Broker) loadMessage(e *entity, k, v []byte) error {
 		return fmt.Errorf("message %d of %q: %w", seq, e.path(), err)
 	}
 	q := e.q
-	m := &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
-		size: int32(mm.size), deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1}
+	m := indexOf(seq, &mm)
 	// A topic's scheduled messages are numbered by the topic's counter; a
 	// subscription's by its topic's, which the topic's marks cover.
 	if c := e.seq; c != nil && seq >= c.next {

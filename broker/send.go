@@ -678,8 +678,16 @@ func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, de
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
-	tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
-	tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
+	if mi.state == StateActive {
+		// One key for both records (metaRecordInline): a scheduled
+		// message is not, as its activation moves it to a new key.
+		mi.inline, mi.home, mm.inline = true, sub, true
+		v := appendMeta(make([]byte, 0, metaRecordLen(&mm)+len(rec)), &mm)
+		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), append(v, rec...))
+	} else {
+		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
+		tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
+	}
 	*tx.newPlacement() = placement{q: q, m: mi, session: m.SessionID, msg: m, reason: reason, vis: &tx.vis}
 	return seq, nil
 }
@@ -776,7 +784,9 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
 	if m.once {
 		bt.DeleteOnce(bt.msgKey(eid, m.sub, m.seq))
-		bt.DeleteOnce(bt.bodyKey(eid, m.bodyRef))
+		if !m.inline {
+			bt.DeleteOnce(bt.bodyKey(eid, m.bodyRef))
+		}
 		return
 	}
 	bt.Delete(bt.msgKey(eid, m.sub, m.seq))

@@ -81,7 +81,10 @@ func (w *work) newMove(m *msgIdx, kind moveKind, sub Subqueue, st MessageState, 
 // prepare reads and changes the stored message when the move needs it; no
 // lock is held. The message is pending, so nothing else changes it.
 func (mv *move) prepare() error {
-	if len(mv.props) == 0 && !mv.setDL && !mv.needBody {
+	// A rewrite of an inline message splits its records: its message
+	// record moves to its body key (write), so it is read here.
+	split := mv.m.inline && !mv.m.split && (mv.kind == mvRewrite || mv.kind == mvForward)
+	if len(mv.props) == 0 && !mv.setDL && !mv.needBody && !split {
 		return nil
 	}
 	base, err := mv.q.b.loadBody(mv.q.ent.id, mv.m)
@@ -91,7 +94,10 @@ func (mv *move) prepare() error {
 	changed := len(mv.props) > 0 || mv.setDL
 	if !changed {
 		mv.msg = base
-		return nil
+		if split {
+			mv.hdr, err = encodeMessage(base)
+		}
+		return err
 	}
 	c := *base
 	if len(mv.props) > 0 {
@@ -116,7 +122,8 @@ func (mv *move) prepare() error {
 	return nil
 }
 
-// write stores a rewritten message's records.
+// write stores a rewritten message's records: its index record, and its
+// message record when it changed or was inline (prepare encoded it).
 func (mv *move) write(bt *batchBuf) {
 	mv.m.wroteAgain()
 	id := mv.q.ent.id
@@ -238,6 +245,7 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			q.clearDeadline(m)
 			q.setPlace(m, mv.sub, mv.state)
 			m.deliveries = mv.deliveries
+			m.split = m.split || (m.inline && mv.hdr != nil)
 			if mv.msg != nil {
 				b.cache.put(m, mv.msg)
 			}

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -156,11 +157,14 @@ func (q *qstate) pageInLoop() {
 type pageRec struct {
 	seq uint64
 	mm  msgMeta
+	msg *Message // an inline message's record, decoded (page-ins only)
 }
 
 // scanMain reads up to max main-subqueue records of q from sequence number
-// from (exclusive of end; end 0: to the last), outside q.mu.
-func (q *qstate) scanMain(ctx context.Context, from, end uint64, max int) (recs []pageRec, exhausted bool, err error) {
+// from (exclusive of end; end 0: to the last), outside q.mu. With bodies,
+// it also decodes the message records of inline messages, which the scan
+// has read anyway: a page-in caches them for the deliveries that follow.
+func (q *qstate) scanMain(ctx context.Context, from, end uint64, max int, bodies bool) (recs []pageRec, exhausted bool, err error) {
 	id := q.ent.id
 	stop := msgKey(id, SubqueueMain+1, 0)
 	if end != 0 {
@@ -170,11 +174,17 @@ func (q *qstate) scanMain(ctx context.Context, from, end uint64, max int) (recs 
 		if len(recs) == max {
 			return errStopScan
 		}
-		mm, err := decodeMeta(v)
+		mm, rec, err := decodeMetaRecord(v)
 		if err != nil {
 			return err
 		}
-		recs = append(recs, pageRec{binary.BigEndian.Uint64(k[10:]), mm})
+		r := pageRec{seq: binary.BigEndian.Uint64(k[10:]), mm: mm}
+		if bodies && rec != nil {
+			if r.msg, err = decodeMessage(bytes.Clone(rec)); err != nil {
+				return err
+			}
+		}
+		recs = append(recs, r)
 		return nil
 	})
 	if errors.Is(err, errStopScan) {
@@ -202,7 +212,7 @@ func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
 	q.beginScan()
 	q.mu.Unlock()
 
-	recs, exhausted, err := q.scanMain(ctx, from, 0, want)
+	recs, exhausted, err := q.scanMain(ctx, from, 0, want, true)
 
 	w := &work{q: q}
 	q.mu.Lock()
@@ -231,7 +241,11 @@ func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
 			q.size -= r.mm.size
 			pg.cold--
 		}
-		q.insert(indexOf(r.seq, &r.mm))
+		m := indexOf(r.seq, &r.mm)
+		q.insert(m)
+		if r.msg != nil {
+			q.b.cache.put(m, r.msg)
+		}
 		pg.pagedIn++
 	}
 	next := uint64(0)
@@ -329,7 +343,7 @@ func (q *qstate) countStep(ctx context.Context) (bool, error) {
 	pos, end := pg.countPos, pg.countEnd
 	q.beginScan()
 	q.mu.Unlock()
-	recs, exhausted, err := q.scanMain(ctx, pos, end, pageCountChunk)
+	recs, exhausted, err := q.scanMain(ctx, pos, end, pageCountChunk, false)
 	w := &work{q: q}
 	q.mu.Lock()
 	gone := q.endScan()

@@ -205,7 +205,7 @@ func (c *Consumer) Drain() int {
 	for want > 0 {
 		// Messages on disk are available too: a drain delivers them.
 		// Each page-in moves pg.from on, or ends paging.
-		if _, err := q.pageIn(context.Background(), want); err != nil {
+		if err := q.pageIn(context.Background(), want); err != nil {
 			c.b.log.Error("paging in messages for a drain", "entity", q.ent.path(), "err", err)
 			break
 		}

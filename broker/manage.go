@@ -223,7 +223,7 @@ func (b *Broker) DeleteMessages(ctx context.Context, path string, max int, befor
 	if q.paged(p.Subqueue) {
 		// Bring cold messages in, so that the oldest are deleted first
 		// and a purge reaches all of them.
-		if _, err := q.pageIn(ctx, max); err != nil {
+		if err := q.pageIn(ctx, max); err != nil {
 			return 0, err
 		}
 	}

@@ -127,7 +127,7 @@ func (q *qstate) markCold(seq uint64) {
 // are cold; q.mu is held.
 func (q *qstate) maybePage() {
 	pg := &q.pg
-	if pg.from == 0 || pg.running || len(q.avail[SubqueueMain]) > pg.window/2 || q.ent.deleted.Load() {
+	if pg.running || !q.wantsPage() {
 		return
 	}
 	pg.running = true
@@ -136,21 +136,33 @@ func (q *qstate) maybePage() {
 	}
 }
 
-// pageInLoop pages in until the window is full or nothing is cold.
+// pageInLoop pages in until the window is full or nothing is cold. Whether
+// to go on is decided again under the lock that ends the loop: a dispatch
+// that found the loop still running started none, so a page-in wanted
+// since pageIn answered (receivers drained the window, a message went
+// cold) must be this loop's, or none would run until the next dispatch.
 func (q *qstate) pageInLoop() {
 	ctx := context.Background()
 	for {
-		more, err := q.pageIn(ctx, 0)
+		err := q.pageIn(ctx, 0)
 		if err != nil && !errors.Is(err, ErrClosed) {
 			q.b.log.Error("paging in messages", "entity", q.ent.path(), "err", err)
 		}
-		if !more || err != nil {
-			q.mu.Lock()
+		q.mu.Lock()
+		if err != nil || !q.wantsPage() {
 			q.pg.running = false
 			q.mu.Unlock()
 			return
 		}
+		q.mu.Unlock()
 	}
+}
+
+// wantsPage reports whether a page-in is due: some messages are cold and
+// the available ones ran down to half the window; q.mu is held.
+func (q *qstate) wantsPage() bool {
+	pg := &q.pg
+	return pg.from != 0 && len(q.avail[SubqueueMain]) <= pg.window/2 && !q.ent.deleted.Load()
 }
 
 // pageRec is a message record read by a page-in or a count step.
@@ -194,8 +206,8 @@ func (q *qstate) scanMain(ctx context.Context, from, end uint64, max int, bodies
 }
 
 // pageIn reads the next cold records and indexes them: up to want (0: as
-// many as fill the window). It reports whether another page-in is wanted.
-func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
+// many as fill the window).
+func (q *qstate) pageIn(ctx context.Context, want int) error {
 	pg := &q.pg
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
@@ -206,7 +218,7 @@ func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
 	}
 	if from == 0 || want <= 0 || q.ent.deleted.Load() {
 		q.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	pg.low = 0
 	q.beginScan()
@@ -219,11 +231,11 @@ func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
 	gone := q.endScan()
 	if err != nil {
 		q.mu.Unlock()
-		return false, err
+		return err
 	}
 	if q.ent.deleted.Load() {
 		q.mu.Unlock()
-		return false, nil
+		return nil
 	}
 	for _, r := range recs {
 		if q.msgs[r.seq] != nil {
@@ -260,10 +272,9 @@ func (q *qstate) pageIn(ctx context.Context, want int) (bool, error) {
 		q.b.log.Error("paging: no cold record left but some counted", "entity", q.ent.path(), "cold", pg.cold)
 	}
 	q.dispatch(w)
-	more := pg.from != 0 && len(q.avail[SubqueueMain]) <= pg.window/2
 	q.mu.Unlock()
 	q.b.finish(w)
-	return more, nil
+	return nil
 }
 
 // beginScan notes that a scan of the store starts; q.mu is held.

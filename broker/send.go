@@ -790,7 +790,9 @@ func deleteMessageKeys(bt *batchBuf, eid uint64, m *msgIdx) {
 		return
 	}
 	bt.Delete(bt.msgKey(eid, m.sub, m.seq))
-	bt.Delete(bt.bodyKey(eid, m.bodyRef))
+	if !m.inline || m.split {
+		bt.Delete(bt.bodyKey(eid, m.bodyRef))
+	}
 }
 
 // wroteAgain records that m's records are written again (a rewrite, a

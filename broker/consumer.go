@@ -500,22 +500,21 @@ func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 // body key (where a rewrite puts it, in the same commit that replaces or
 // deletes the inline value).
 func (b *Broker) readRecord(ctx context.Context, eid uint64, m *msgIdx) ([]byte, error) {
-	if m.inline {
-		v, err := b.st.Get(ctx, msgKey(eid, m.home, m.seq))
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
-		if err == nil {
-			mm, rec, err := decodeMetaRecord(v)
-			if err != nil {
-				return nil, err
-			}
-			if mm.inline {
-				return rec, nil
-			}
-		}
+	if !m.inline {
+		return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
 	}
-	return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
+	v, err := b.st.Get(ctx, msgKey(eid, m.home, m.seq))
+	if errors.Is(err, store.ErrNotFound) { // split and moved
+		return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
+	}
+	if err != nil {
+		return nil, err
+	}
+	mm, rec, err := decodeMetaRecord(v)
+	if err != nil || mm.inline {
+		return rec, err
+	}
+	return b.st.Get(ctx, key2(kBody, eid, m.bodyRef)) // split in place
 }
 
 // fill completes a delivery stamped without its body (lazyBody).

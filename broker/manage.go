@@ -141,21 +141,14 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	// out (receive-and-delete deletes it anyway).
 	if mode == PeekLock {
 		var bt batchBuf
-		for i, m := range ms {
+		for _, m := range ms {
 			if m.sub == SubqueueMain {
+				// Only its index record: deferring the message rewrote it,
+				// which split an inline message's records.
 				mm := m.meta()
 				mm.deliveries++
 				m.wroteAgain()
 				bt.Set(msgKey(e.id, m.sub, m.seq), encodeMeta(&mm))
-				if m.inline && !m.split {
-					// Not reached: deferring a message rewrote it,
-					// which split its records. Kept whole if it were.
-					rec, err := encodeMessage(bases[i])
-					if err != nil {
-						return fail(err)
-					}
-					bt.Set(key2(kBody, e.id, m.bodyRef), rec)
-				}
 			}
 		}
 		if err := b.commit(ctx, &bt.Batch); err != nil {
@@ -178,7 +171,6 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 			n := m.deliveries + 1
 			if mode == PeekLock {
 				m.deliveries = n // as committed above
-				m.split = m.split || m.inline
 			}
 			msg.DeliveryCount = n
 		}

@@ -306,7 +306,8 @@ func (q *qstate) uncounted(seq uint64) bool {
 	return q.pg.counting && seq >= q.pg.countPos && seq < q.pg.countEnd
 }
 
-// indexOf makes the index entry of a stored non-session message.
+// indexOf makes the index entry of a stored message (a session message's
+// session is the caller's to set).
 func indexOf(seq uint64, mm *msgMeta) *msgIdx {
 	return &msgIdx{seq: seq, bodyRef: mm.bodyRef, enqueued: mm.enqueued, expires: mm.expires, scheduled: mm.scheduled,
 		size: int32(mm.size), deliveries: mm.deliveries, sub: mm.sub, state: mm.state, hidx: -1, inline: mm.inline, home: mm.sub}

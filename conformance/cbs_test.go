@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/Azure/go-amqp"
+
+	"github.com/busbar-io/busbar/sas"
 )
 
 // TestOneCBSLinkPair: the $cbs node takes one sender and one receiver per
@@ -66,9 +68,9 @@ func refused(err error) bool {
 // ANONYMOUS: the $cbs node needs no claim), closed when the test ends.
 func dialAMQP(t *testing.T, ctx context.Context) *amqp.Conn {
 	t.Helper()
-	ep := strings.TrimSuffix(strings.TrimPrefix(connStringField(suite.connStr, "Endpoint"), "sb://"), "/")
+	ep := strings.TrimSuffix(strings.TrimPrefix(sas.ParseConnectionString(suite.connStr).Endpoint, "sb://"), "/")
 	url := "amqps://" + ep
-	if strings.EqualFold(connStringField(suite.connStr, "UseDevelopmentEmulator"), "true") {
+	if sas.ParseConnectionString(suite.connStr).Emulator {
 		url = "amqp://" + ep
 	}
 	conn, err := amqp.Dial(ctx, url, &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/sas"
 )
 
 // The Java half of the suite: conformance/java, a Maven project of JUnit 5
@@ -54,7 +56,7 @@ func TestJavaConformance(t *testing.T) {
 	if suite.adminTLS {
 		scheme = "https"
 	}
-	adminEndpoint := scheme + "://" + strings.TrimPrefix(connStringField(suite.adminCS, "Endpoint"), "sb://")
+	adminEndpoint := scheme + "://" + strings.TrimPrefix(sas.ParseConnectionString(suite.adminCS).Endpoint, "sb://")
 
 	args := []string{"-B", "-ntp", "test"}
 	if sel := os.Getenv(envJavaTests); sel != "" {

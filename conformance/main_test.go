@@ -192,18 +192,6 @@ func stderrTail(c *serveproc.Process) string {
 	return "busbar output:\n" + c.LogTail(8<<10)
 }
 
-// connStringField returns the value of key in a connection string
-// (case-insensitive key), or "".
-func connStringField(cs, key string) string {
-	for _, part := range strings.Split(cs, ";") {
-		k, v, ok := strings.Cut(part, "=")
-		if ok && strings.EqualFold(strings.TrimSpace(k), key) {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
-}
-
 // replaceEndpoint returns cs with its Endpoint replaced.
 func replaceEndpoint(cs, endpoint string) string { return sas.ReplaceField(cs, "Endpoint", endpoint) }
 
@@ -222,8 +210,8 @@ func configureExternalAdmin(cs string) error {
 		suite.adminTLS = strings.EqualFold(scheme, "https")
 		return nil
 	}
-	if strings.EqualFold(connStringField(cs, "UseDevelopmentEmulator"), "true") {
-		ep := connStringField(cs, "Endpoint")
+	if sas.ParseConnectionString(cs).Emulator {
+		ep := sas.ParseConnectionString(cs).Endpoint
 		host := strings.TrimSuffix(strings.TrimPrefix(ep, "sb://"), "/")
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h

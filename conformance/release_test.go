@@ -13,7 +13,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
 	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // Deliveries that end without a settlement by the application: the
@@ -134,7 +136,7 @@ func deliveryCounts(msgs []*azservicebus.ReceivedMessage) []uint32 {
 // does not expose it.
 func deliveriesOf(t *testing.T, entity string) (float64, bool) {
 	t.Helper()
-	ep := strings.TrimPrefix(connStringField(suite.adminCS, "Endpoint"), "sb://")
+	ep := strings.TrimPrefix(sas.ParseConnectionString(suite.adminCS).Endpoint, "sb://")
 	scheme := "http"
 	if suite.adminTLS {
 		scheme = "https"

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/busbar-io/busbar/sas"
 )
 
 var namespaceSASQueue = declareQueue("nssas", admin.QueueProperties{})
@@ -36,8 +38,8 @@ func TestNamespaceSAS(t *testing.T) {
 // sign (HMAC-SHA256 of the URL-escaped sr, a newline and the expiry).
 func namespaceSASConnectionString(t *testing.T, cs string, expiry time.Time) string {
 	t.Helper()
-	host := strings.TrimSuffix(strings.TrimPrefix(connStringField(cs, "Endpoint"), "sb://"), "/")
-	keyName, key := connStringField(cs, "SharedAccessKeyName"), connStringField(cs, "SharedAccessKey")
+	host := strings.TrimSuffix(strings.TrimPrefix(sas.ParseConnectionString(cs).Endpoint, "sb://"), "/")
+	keyName, key := sas.ParseConnectionString(cs).KeyName, sas.ParseConnectionString(cs).Key
 	if host == "" || keyName == "" || key == "" {
 		t.Fatalf("connection string has no endpoint, key name or key")
 	}
@@ -48,8 +50,8 @@ func namespaceSASConnectionString(t *testing.T, cs string, expiry time.Time) str
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 	token := "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + url.QueryEscape(keyName)
 	out := "Endpoint=sb://" + host + "/;SharedAccessSignature=" + token
-	if v := connStringField(cs, "UseDevelopmentEmulator"); v != "" {
-		out += ";UseDevelopmentEmulator=" + v
+	if sas.ParseConnectionString(cs).Emulator {
+		out += ";UseDevelopmentEmulator=true"
 	}
 	return out
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/coder/websocket"
+
+	"github.com/busbar-io/busbar/sas"
 )
 
 var webSocketQueue = declareQueue("websocket", admin.QueueProperties{})
@@ -22,7 +24,7 @@ var webSocketQueue = declareQueue("websocket", admin.QueueProperties{})
 func TestWebSockets(t *testing.T) {
 	t.Parallel()
 	q := webSocketQueue.create(t)
-	ep := strings.TrimSuffix(strings.TrimPrefix(connStringField(suite.adminCS, "Endpoint"), "sb://"), "/")
+	ep := strings.TrimSuffix(strings.TrimPrefix(sas.ParseConnectionString(suite.adminCS).Endpoint, "sb://"), "/")
 	scheme := "ws://"
 	if suite.adminTLS {
 		scheme = "wss://"

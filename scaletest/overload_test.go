@@ -28,6 +28,7 @@ import (
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/internal/serveproc"
+	"github.com/busbar-io/busbar/sas"
 )
 
 // The overload tests run `busbar serve` as a child process, push it with
@@ -96,11 +97,7 @@ func startOverload(t *testing.T, data string, args ...string) *overloadServer {
 		t.Fatal(err)
 	}
 	s := &overloadServer{t: t, p: p, admin: ac}
-	for _, part := range strings.Split(p.ConnectionString(), ";") {
-		if v, ok := strings.CutPrefix(part, "SharedAccessKey="); ok {
-			s.key = v
-		}
-	}
+	s.key = sas.ParseConnectionString(p.ConnectionString()).Key
 	s.queue("probe", nil)
 	return s
 }

@@ -193,7 +193,9 @@ func WaitIdle(ctx context.Context, pids []int, limit time.Duration) bool {
 		case <-t.C:
 		}
 		now := treeCPU(pids)
-		if now >= 0 && now-before <= idleBusy {
+		// A total that fell lost a process (and its ticks) meanwhile:
+		// not a measurement of the window.
+		if d := now - before; now >= 0 && d >= 0 && d <= idleBusy {
 			return true
 		}
 		if time.Now().After(deadline) {

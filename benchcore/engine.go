@@ -92,8 +92,9 @@ type Options struct {
 	// BrokerPIDs are processes whose CPU time (with their descendants) is
 	// charged to the broker; empty when the broker runs elsewhere.
 	BrokerPIDs []int
-	// WaitIdle are processes that must be idle before the run starts
-	// (WaitIdle, at most IdleLimit); empty: none.
+	// WaitIdle are processes that must be idle before the run's
+	// measurement starts, after its set-up (WaitIdle, at most IdleLimit);
+	// empty: none.
 	WaitIdle []int
 }
 
@@ -108,9 +109,6 @@ func Run(ctx context.Context, w Workload, d Driver, o Options) (*Result, error) 
 	w, err := w.withDefaults()
 	if err != nil {
 		return nil, err
-	}
-	if len(o.WaitIdle) > 0 && !WaitIdle(ctx, o.WaitIdle, IdleLimit) && o.Progress != nil {
-		fmt.Fprintf(o.Progress, "processes %v still busy after %v; running anyway\n", o.WaitIdle, IdleLimit)
 	}
 	e := &engine{w: w, d: d, o: o, run: newRunID()}
 	return e.run1(ctx)
@@ -170,6 +168,11 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	}
 	defer closeAll(producers)
 
+	// Idle first, once the run's own set-up (a queue created or purged,
+	// connections) is done: only the run is charged.
+	if len(e.o.WaitIdle) > 0 && !WaitIdle(ctx, e.o.WaitIdle, IdleLimit) && e.o.Progress != nil {
+		fmt.Fprintf(e.o.Progress, "processes %v still busy after %v; running anyway\n", e.o.WaitIdle, IdleLimit)
+	}
 	cpu := StartCPU(e.o.BrokerPIDs)
 	e.epoch = time.Now()
 

@@ -81,8 +81,9 @@ EXTRA_STOP=""
 BUSBAR_PIDS=() # every busbar serve start_busbar started, stopped on exit whatever happened
 cleanup() {
 	[ -n "$EXTRA_STOP" ] && eval "$EXTRA_STOP" || true
-	local p
-	for p in "${BUSBAR_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	local p live
+	live=$(jobs -p) # still this script's: a node stopped and waited for is not, and its pid may be another's now
+	for p in "${BUSBAR_PIDS[@]}"; do grep -qx "$p" <<<"$live" && kill -TERM "$p" 2>/dev/null || true; done
 	stop_broker
 	rm -rf "$WORK"
 }

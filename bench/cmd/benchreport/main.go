@@ -93,15 +93,11 @@ func load(dir string) ([]entry, error) {
 	for _, f := range files {
 		base := strings.TrimSuffix(filepath.Base(f), ".json")
 		series, workload, _ := strings.Cut(base, "__")
-		b, err := os.ReadFile(f)
+		r, err := readResult(f)
 		if err != nil {
 			return nil, err
 		}
-		var r benchcore.Result
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		es = append(es, entry{Series: series, Workload: workload, R: r})
+		es = append(es, entry{Series: series, Workload: workload, R: *r})
 	}
 	slices.SortStableFunc(es, func(a, b entry) int {
 		if c := rank(workloadOrder, a.Workload) - rank(workloadOrder, b.Workload); c != 0 {
@@ -113,6 +109,19 @@ func load(dir string) ([]entry, error) {
 		return strings.Compare(a.Series, b.Series)
 	})
 	return es, nil
+}
+
+// readResult reads one run's JSON result.
+func readResult(path string) (*benchcore.Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := new(benchcore.Result)
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
 }
 
 // The order run.sh uses; names not listed sort after these.

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -39,13 +37,9 @@ func loadPairs(dir string) (sa, sb string, ps []pair, err error) {
 		if err != nil {
 			return "", "", nil, fmt.Errorf("%s: not <pair number>__<series>.json", f)
 		}
-		b, err := os.ReadFile(f)
+		r, err := readResult(f)
 		if err != nil {
 			return "", "", nil, err
-		}
-		r := new(benchcore.Result)
-		if err := json.Unmarshal(b, r); err != nil {
-			return "", "", nil, fmt.Errorf("%s: %w", f, err)
 		}
 		if byN[n] == nil {
 			byN[n] = map[string]*benchcore.Result{}

@@ -25,6 +25,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/busbar-io/busbar/internal/uring"
 	"github.com/busbar-io/busbar/store"
 )
 
@@ -154,6 +155,7 @@ type Store struct {
 	drainOnce sync.Once
 
 	committer committer
+	ring      *uring.Syncer // flushes the WAL, if the system has io_uring
 	watches   store.Watchers
 	space     spaceGuard
 
@@ -177,8 +179,16 @@ func Open(dir string, opts Options) (*Store, error) {
 	defer cache.Unref() // the DB holds its own reference
 	s := &Store{dir: dir, opts: opts, drained: make(chan struct{})}
 	fs := &syncCountingFS{FS: opts.fs, syncs: &s.syncs}
+	if opts.fs == vfs.Default {
+		ring, err := uring.New()
+		if err != nil {
+			opts.Logger.Info("store/pebble: the write-ahead log is flushed with fdatasync", "reason", err)
+		}
+		fs.ring, s.ring = ring, ring
+	}
 	db, err := pebble.Open(dir, opts.pebbleOptions(cache, fs, &s.misuses))
 	if err != nil {
+		s.closeRing()
 		return nil, fmt.Errorf("store/pebble: open %s: %w", dir, err)
 	}
 	s.db = db
@@ -353,8 +363,17 @@ func (s *Store) Close() error {
 	<-s.drained
 	s.committer.stop()
 	s.stopSpaceGuard()
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	s.closeRing()
+	if err != nil {
 		return fmt.Errorf("store/pebble: close: %w", err)
 	}
 	return nil
+}
+
+// closeRing releases the WAL's io_uring, once nothing can flush through it.
+func (s *Store) closeRing() {
+	if s.ring != nil {
+		_ = s.ring.Close()
+	}
 }

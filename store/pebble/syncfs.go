@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/busbar-io/busbar/internal/uring"
 )
 
 // syncCountingFS wraps a vfs.FS and counts the fsyncs of write-ahead-log
@@ -14,6 +16,10 @@ import (
 type syncCountingFS struct {
 	vfs.FS
 	syncs *atomic.Uint64
+	// ring, when set, flushes the WAL files without blocking a thread of
+	// the Go runtime (internal/uring); only for files of the OS's own file
+	// system, whose descriptors it can flush.
+	ring *uring.Syncer
 }
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
@@ -22,7 +28,7 @@ func (fs *syncCountingFS) wrap(name string, f vfs.File, err error) (vfs.File, er
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
-	return &syncCountingFile{File: f, syncs: fs.syncs}, nil
+	return &syncCountingFile{File: f, syncs: fs.syncs, ring: fs.ring}, nil
 }
 
 // Create implements vfs.FS.
@@ -47,6 +53,7 @@ func (fs *syncCountingFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, op
 type syncCountingFile struct {
 	vfs.File
 	syncs *atomic.Uint64
+	ring  *uring.Syncer
 }
 
 // Sync implements vfs.File.
@@ -63,6 +70,9 @@ func (f *syncCountingFile) SyncData() error {
 	f.syncs.Add(1)
 	if skipWALSync {
 		return nil
+	}
+	if f.ring != nil {
+		return f.ring.Fdatasync(f.File.Fd())
 	}
 	return f.File.SyncData()
 }

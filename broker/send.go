@@ -682,8 +682,8 @@ func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, de
 		// One key for both records (metaRecordInline): a scheduled
 		// message is not, as its activation moves it to a new key.
 		mi.inline, mi.home, mm.inline = true, sub, true
-		v := appendMeta(make([]byte, 0, metaRecordLen(&mm)+len(rec)), &mm)
-		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), append(v, rec...))
+		head := appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm)
+		tx.bt.SetJoined(tx.bt.msgKey(e.id, sub, seq), head, rec)
 	} else {
 		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
 		tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)

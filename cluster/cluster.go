@@ -660,7 +660,7 @@ func (n *Node) fence(b *store.Batch) error {
 		class, id := broker.ClassifyKey(op.Key)
 		switch {
 		case class == broker.KeyShared && id == 0 && op.Kind == store.OpSet:
-			counter = op.Value
+			counter = op.Joined()
 		case class == broker.KeyEntityData && !deleting[id]:
 			top, ok := n.b.TopOf(id)
 			if !ok {

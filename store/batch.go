@@ -41,7 +41,7 @@ func (b *Batch) Bytes() int {
 	}
 	n := 0
 	for _, op := range b.Ops {
-		n += len(op.Key) + len(op.Value) + len(op.End)
+		n += len(op.Key) + len(op.Head) + len(op.Value) + len(op.End)
 	}
 	return n
 }

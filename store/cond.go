@@ -40,7 +40,7 @@ func ValueAfter(ops []Op, key, base []byte, baseFound bool) ([]byte, bool) {
 		switch op.Kind {
 		case OpSet:
 			if bytes.Equal(op.Key, key) {
-				v, found = op.Value, true
+				v, found = op.Joined(), true
 			}
 		case OpDelete:
 			if bytes.Equal(op.Key, key) {

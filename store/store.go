@@ -118,6 +118,21 @@ type Op struct {
 	Key   []byte
 	Value []byte // OpSet
 	End   []byte // OpDeleteRange
+	// Head, on an OpSet, is stored in front of Value: the key holds Head
+	// then Value (SetJoined). It spares a caller that shares Value between
+	// operations a copy of it joined to its own prefix.
+	Head []byte
+}
+
+// Joined returns what an OpSet stores: Value, or Head then Value in a new
+// slice when Head is set.
+func (op *Op) Joined() []byte {
+	if len(op.Head) == 0 {
+		return op.Value
+	}
+	v := make([]byte, len(op.Head)+len(op.Value))
+	copy(v[copy(v, op.Head):], op.Value)
+	return v
 }
 
 // Batch is an ordered list of operations applied atomically by Commit, if
@@ -146,6 +161,12 @@ func (b *Batch) Require(key, value []byte) {
 // Set stores value under key.
 func (b *Batch) Set(key, value []byte) {
 	b.Ops = append(b.Ops, Op{Kind: OpSet, Key: key, Value: value})
+}
+
+// SetJoined stores head followed by value under key, without the caller
+// joining them (see Op.Head).
+func (b *Batch) SetJoined(key, head, value []byte) {
+	b.Ops = append(b.Ops, Op{Kind: OpSet, Key: key, Value: value, Head: head})
 }
 
 // Delete removes key.

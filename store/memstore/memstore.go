@@ -183,11 +183,11 @@ func copyOps(in []store.Op) []store.Op {
 		if op.Kind != store.OpSet {
 			continue
 		}
-		buf := make([]byte, len(op.Key)+len(op.Value))
+		buf := make([]byte, len(op.Key)+len(op.Head)+len(op.Value))
 		n := copy(buf, op.Key)
-		copy(buf[n:], op.Value)
+		copy(buf[n+copy(buf[n:], op.Head):], op.Value)
 		out[i].Key = buf[:n:n]
-		out[i].Value = buf[n:]
+		out[i].Value, out[i].Head = buf[n:], nil
 	}
 	return out
 }

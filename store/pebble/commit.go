@@ -388,7 +388,14 @@ func encode(pb *pebble.Batch, ops []*store.Op) error {
 		var err error
 		switch op.Kind {
 		case store.OpSet:
-			err = pb.Set(op.Key, op.Value, nil)
+			if len(op.Head) == 0 {
+				err = pb.Set(op.Key, op.Value, nil)
+				break
+			}
+			d := pb.SetDeferred(len(op.Key), len(op.Head)+len(op.Value))
+			copy(d.Key, op.Key)
+			copy(d.Value[copy(d.Value, op.Head):], op.Value)
+			err = d.Finish()
 		case store.OpDelete:
 			if op.Once {
 				// Pebble drops a SET and a SINGLEDEL when they meet in a

@@ -400,7 +400,7 @@ func (s *Store) queueOps(pb *pgx.Batch, b *store.Batch) {
 	for _, op := range b.Ops {
 		switch op.Kind {
 		case store.OpSet:
-			v := op.Value
+			v := op.Joined()
 			if v == nil {
 				v = []byte{}
 			}

@@ -56,6 +56,41 @@ func testDeleteOnce(t *testing.T, h Harness) {
 	wantScan(t, s, nil, nil, nil)
 }
 
+// testSetJoined: a key set with a head holds the head then the value, read
+// back by Get and Scan, after a reopen, and as the value a condition sees,
+// also within one batch; the caller's slices are copied.
+func testSetJoined(t *testing.T, h Harness) {
+	s := open(t, h)
+	head, value := []byte("head:"), []byte("shared")
+	var b store.Batch
+	b.SetJoined([]byte("a"), head, value)
+	b.SetJoined([]byte("b"), nil, value)
+	b.SetJoined([]byte("c"), head, nil)
+	b.Require([]byte("d"), nil)
+	commit(t, s, &b)
+	copy(head, "XXXXX")
+	copy(value, "YYYYYY")
+	want := []kv{{"a", "head:shared"}, {"b", "shared"}, {"c", "head:"}}
+	wantScan(t, s, nil, nil, want)
+	s = reopen(t, h, s)
+	wantValue(t, s, "a", "head:shared")
+	wantScan(t, s, nil, nil, want)
+
+	// A condition compares the joined value, stored or earlier in a group.
+	b = store.Batch{}
+	b.Require([]byte("a"), []byte("head:shared"))
+	b.SetJoined([]byte("e"), []byte("1"), []byte("2"))
+	commit(t, s, &b)
+	b = store.Batch{}
+	b.Require([]byte("a"), []byte("shared"))
+	b.Set([]byte("f"), []byte("never"))
+	if err := s.Commit(context.Background(), &b); !errors.Is(err, store.ErrConditionFailed) {
+		t.Fatalf("condition on the value without its head: %v, want ErrConditionFailed", err)
+	}
+	wantValue(t, s, "e", "12")
+	wantMissing(t, s, "f")
+}
+
 func testNotFound(t *testing.T, h Harness) {
 	s := open(t, h)
 	wantMissing(t, s, "x")

@@ -140,7 +140,7 @@ func (m model) apply(b *store.Batch) {
 	for _, op := range b.Ops {
 		switch op.Kind {
 		case store.OpSet:
-			m[string(op.Key)] = string(op.Value)
+			m[string(op.Key)] = string(op.Joined())
 		case store.OpDelete:
 			delete(m, string(op.Key))
 		case store.OpDeleteRange:

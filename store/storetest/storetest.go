@@ -38,6 +38,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"SetGetDelete", testSetGetDelete},
 		{"DeleteOnce", testDeleteOnce},
+		{"SetJoined", testSetJoined},
 		{"NotFound", testNotFound},
 		{"EmptyValueVsMissing", testEmptyValue},
 		{"DeleteRange", testDeleteRange},

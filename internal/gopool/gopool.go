@@ -32,12 +32,26 @@ func Go(f func()) {
 func run(f func()) {
 	for {
 		f()
-		if idle.Add(1) > MaxIdle {
-			idle.Add(-1)
+		if !becomeIdle() {
 			return
 		}
 		f = <-work
 		idle.Add(-1)
+	}
+}
+
+// becomeIdle counts the caller among the waiting workers, unless MaxIdle
+// already wait. (Adding first and taking back when over let Idle read
+// MaxIdle+1 for a moment.)
+func becomeIdle() bool {
+	for {
+		n := idle.Load()
+		if n >= MaxIdle {
+			return false
+		}
+		if idle.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

@@ -51,8 +51,23 @@ func (f *CommonFlags) Workload() (Workload, error) {
 	return w.withDefaults()
 }
 
-// PIDs parses --broker-pid.
-func (f *CommonFlags) PIDs() ([]int, error) { return parsePIDs("--broker-pid", f.BrokerPIDs) }
+// Processes are the pids the flags name: Broker (--broker-pid), whose CPU
+// a run records, and Idle (--wait-idle), which must be idle before it.
+type Processes struct {
+	Broker, Idle []int
+}
+
+// Processes parses --broker-pid and --wait-idle; call it with the other
+// flags, before connecting, so that a bad pid is a usage error.
+func (f *CommonFlags) Processes() (Processes, error) {
+	var p Processes
+	var err error
+	if p.Broker, err = parsePIDs("--broker-pid", f.BrokerPIDs); err != nil {
+		return p, err
+	}
+	p.Idle, err = parsePIDs("--wait-idle", f.IdlePIDs)
+	return p, err
+}
 
 func parsePIDs(flag, list string) ([]int, error) {
 	var pids []int
@@ -72,12 +87,8 @@ func parsePIDs(flag, list string) ([]int, error) {
 // RunAndReport runs w against d as the flags ask (progress lines on stderr
 // unless --quiet) and prints the result on stdout: a table, or JSON with
 // --json. The caller decides the exit status from the result's Verdict.
-func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, pids []int, stdout, stderr io.Writer) (*Result, error) {
-	idle, err := parsePIDs("--wait-idle", f.IdlePIDs)
-	if err != nil {
-		return nil, err
-	}
-	opts := Options{BrokerPIDs: pids, WaitIdle: idle}
+func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, procs Processes, stdout, stderr io.Writer) (*Result, error) {
+	opts := Options{BrokerPIDs: procs.Broker, WaitIdle: procs.Idle}
 	if !f.Quiet {
 		opts.Progress = stderr
 	}

@@ -1,7 +1,6 @@
 package benchcore
 
 import (
-	"context"
 	"flag"
 	"io"
 	"reflect"
@@ -57,16 +56,14 @@ func TestBadFlags(t *testing.T) {
 	if _, err := parse(t, "--keys", "5", "--per-key", "0"); err == nil {
 		t.Error("keys without messages per key must be refused")
 	}
-	f, _ := parse(t, "--broker-pid", "12, 34")
-	if pids, err := f.PIDs(); err != nil || !reflect.DeepEqual(pids, []int{12, 34}) {
-		t.Errorf("PIDs = %v, %v; want [12 34]", pids, err)
+	f, _ := parse(t, "--broker-pid", "12, 34", "--wait-idle", "56")
+	if p, err := f.Processes(); err != nil || !reflect.DeepEqual(p, Processes{Broker: []int{12, 34}, Idle: []int{56}}) {
+		t.Errorf("Processes = %+v, %v; want broker [12 34], idle [56]", p, err)
 	}
-	f, _ = parse(t, "--broker-pid", "x")
-	if _, err := f.PIDs(); err == nil {
-		t.Error("a non-numeric pid must be refused")
-	}
-	f, _ = parse(t, "--wait-idle", "12,y")
-	if _, err := f.RunAndReport(context.Background(), Workload{}, nil, nil, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--wait-idle") {
-		t.Errorf("a non-numeric --wait-idle pid: error %v, want one naming the flag", err)
+	for _, bad := range [][]string{{"--broker-pid", "x"}, {"--wait-idle", "12,y"}} {
+		f, _ = parse(t, bad...)
+		if _, err := f.Processes(); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%v: error %v, want one naming the flag", bad, err)
+		}
 	}
 }

@@ -89,7 +89,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "busbar bench:", err)
 		return exitUsage
 	}
-	pids, err := common.PIDs()
+	procs, err := common.Processes()
 	if err != nil {
 		fmt.Fprintln(stderr, "busbar bench:", err)
 		return exitUsage
@@ -131,7 +131,7 @@ func benchCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r, err := common.RunAndReport(ctx, w, d, pids, stdout, stderr)
+	r, err := common.RunAndReport(ctx, w, d, procs, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "busbar bench:", err)
 		return exitError

@@ -52,3 +52,15 @@ func TestBenchRefusesUnknownClient(t *testing.T) {
 		t.Fatalf("stderr %q does not name the clients", errb.String())
 	}
 }
+
+// A bad pid is a usage error, found before the bench connects (the
+// endpoint here has nobody listening).
+func TestBenchRefusesBadPIDs(t *testing.T) {
+	for _, flag := range []string{"--broker-pid", "--wait-idle"} {
+		var out, errb bytes.Buffer
+		code := benchCommand([]string{"--connection-string", "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true", flag, "12,x"}, &out, &errb)
+		if code != exitUsage || !bytes.Contains(errb.Bytes(), []byte(flag)) {
+			t.Errorf("%s 12,x: exit %d, stderr %q; want usage (%d) naming the flag", flag, code, errb.String(), exitUsage)
+		}
+	}
+}

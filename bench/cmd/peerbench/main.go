@@ -52,7 +52,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "peerbench:", err)
 		return 2
 	}
-	pids, err := common.PIDs()
+	procs, err := common.Processes()
 	if err != nil {
 		fmt.Fprintln(stderr, "peerbench:", err)
 		return 2
@@ -72,7 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer d.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	r, err := common.RunAndReport(ctx, w, d, pids, stdout, stderr)
+	r, err := common.RunAndReport(ctx, w, d, procs, stdout, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "peerbench:", err)
 		return 1

@@ -13,14 +13,13 @@ type relayCredit struct {
 }
 
 // grant gives the twin, through issue, the credit it lacks when the client
-// has credit client, and counts it once issued; it returns what it gave.
-func (c *relayCredit) grant(client int, issue func(uint32) error) int {
+// has credit client, and counts it once issued.
+func (c *relayCredit) grant(client int, issue func(uint32) error) {
 	want := client - c.issued - c.inTransit
 	if want <= 0 || issue(uint32(want)) != nil {
-		return 0
+		return
 	}
 	c.issued += want
-	return want
 }
 
 // take counts a delivery from the twin; false when none of the twin's

@@ -2,6 +2,7 @@ package benchcore
 
 import (
 	"context"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,5 +245,26 @@ func TestKeyedGeneratorCoversEveryKeyInOrder(t *testing.T) {
 	}
 	if len(seen) != 21 {
 		t.Fatalf("%d distinct ids, want 21", len(seen))
+	}
+}
+
+// A run that waits for idle processes also writes the system's dirty pages
+// back before it measures; one that waits for none does not.
+func TestWaitIdleWritesBackBeforeTheRun(t *testing.T) {
+	old := writeBack
+	t.Cleanup(func() { writeBack = old })
+	for _, tc := range []struct {
+		idle []int
+		want int
+	}{{nil, 0}, {[]int{os.Getpid()}, 1}} {
+		calls := 0
+		writeBack = func() { calls++ }
+		w := Workload{Producers: 1, Consumers: 1, Size: 100, Count: 10}
+		if _, err := Run(context.Background(), w, newMem(), Options{WaitIdle: tc.idle}); err != nil {
+			t.Fatal(err)
+		}
+		if calls != tc.want {
+			t.Errorf("WaitIdle %v: %d write-backs, want %d", tc.idle, calls, tc.want)
+		}
 	}
 }

@@ -39,7 +39,7 @@ func (f *CommonFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.JSON, "json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&f.Quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&f.BrokerPIDs, "broker-pid", "", "comma-separated pids of the broker's processes, to record its CPU use (with descendants)")
-	fs.StringVar(&f.IdlePIDs, "wait-idle", "", "comma-separated pids: before the run, wait (at most 15 s) until they and their descendants use under 2% of a core")
+	fs.StringVar(&f.IdlePIDs, "wait-idle", "", "comma-separated pids: before the run, wait (at most 15 s) until they and their descendants use under 2% of a core, then write the system's dirty pages back (sync)")
 }
 
 // Workload returns the workload the flags describe, with defaults applied.

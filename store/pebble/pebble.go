@@ -156,6 +156,7 @@ type Store struct {
 
 	committer committer
 	ring      *uring.Syncer // flushes the WAL, if the system has io_uring
+	busy      atomic.Bool   // the group being committed is large enough for the ring
 	watches   store.Watchers
 	space     spaceGuard
 
@@ -178,7 +179,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s := &Store{dir: dir, opts: opts, drained: make(chan struct{})}
-	fs := &syncCountingFS{FS: opts.fs, syncs: &s.syncs}
+	fs := &syncCountingFS{FS: opts.fs, syncs: &s.syncs, busy: &s.busy}
 	if opts.fs == vfs.Default {
 		ring, err := uring.New()
 		if err != nil {

@@ -3,6 +3,7 @@ package pebble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -12,8 +13,9 @@ import (
 )
 
 // A store on the OS's file system flushes its write-ahead log through an
-// io_uring where the system has one; a store on any other file system (a
-// test's) through that file system's own SyncData.
+// io_uring where the system has one, for groups of ringMinOps operations
+// or more; a store on any other file system (a test's) through that file
+// system's own SyncData.
 func TestWALFlushesThroughIOURingOnTheOSFileSystem(t *testing.T) {
 	probe, err := uring.New()
 	if errors.Is(err, uring.ErrUnavailable) {
@@ -40,13 +42,21 @@ func TestWALFlushesThroughIOURingOnTheOSFileSystem(t *testing.T) {
 			if (s.ring != nil) != tc.wantRing {
 				t.Fatalf("ring %v, want one: %v", s.ring != nil, tc.wantRing)
 			}
-			var b store.Batch
-			b.Set([]byte("k"), []byte("v"))
-			if err := s.Commit(context.Background(), &b); err != nil {
-				t.Fatal(err)
-			}
-			if st := s.Stats(); st.Syncs == 0 {
-				t.Fatalf("a commit made no fsync: %+v", st)
+			for _, n := range []int{1, ringMinOps, 1} {
+				var b store.Batch
+				for i := range n {
+					b.Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
+				}
+				syncs := s.Stats().Syncs
+				if err := s.Commit(context.Background(), &b); err != nil {
+					t.Fatal(err)
+				}
+				if st := s.Stats(); st.Syncs == syncs {
+					t.Fatalf("a commit of %d operations made no fsync: %+v", n, st)
+				}
+				if s.busy.Load() != (n >= ringMinOps) {
+					t.Fatalf("a group of %d operations: through the ring %v", n, s.busy.Load())
+				}
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -56,7 +66,7 @@ func TestWALFlushesThroughIOURingOnTheOSFileSystem(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = s2.Close() }()
-			if v, err := s2.Get(context.Background(), []byte("k")); err != nil || string(v) != "v" {
+			if v, err := s2.Get(context.Background(), []byte("k0")); err != nil || string(v) != "v" {
 				t.Fatalf("after reopening: %q, %v", v, err)
 			}
 		})

@@ -135,6 +135,9 @@ for w in $WORKLOADS; do [ -n "${WL[$w]:-}" ] || { echo "run.sh: unknown workload
 # times and the run with the median rate is reported: single runs of it
 # varied by a third between back-to-back runs on this shared 2-core
 # machine. Every run's rate and broker CPU is kept in SERIES__w4.runs.
+# Every run waits for its broker to be idle and for the system's dirty
+# pages to be written back (--wait-idle) before it is measured, so that
+# no run pays for the writes of the one before.
 run_all() {
 	local series=$1 workloads=$2; shift 2
 	for w in $workloads; do
@@ -144,7 +147,7 @@ run_all() {
 		for i in $(seq "$n"); do
 			log "$series: $w ($i/$n)"
 			# shellcheck disable=SC2086
-			if ! "$@" ${WL[$w]} --name "$w" --size 1024 --json --broker-pid "$BROKER_PID" \
+			if ! "$@" ${WL[$w]} --name "$w" --size 1024 --json --broker-pid "$BROKER_PID" --wait-idle "$BROKER_PID" \
 				>"$out.json.$i" 2> >(tee -a "$out.log" | tail -n 3 >&2); then
 				echo "run.sh: $series $w failed (see $out.log)" >&2
 				rm -f "$out.json.$i"

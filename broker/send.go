@@ -678,14 +678,15 @@ func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, de
 		unreserve()
 		return 0, errorf(ErrInvalidArgument, "%v", err)
 	}
-	if mi.state == StateActive {
-		// One key for both records (metaRecordInline): a scheduled
-		// message is not, as its activation moves it to a new key.
-		mi.inline, mi.home, mm.inline = true, sub, true
-		head := appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm)
-		tx.bt.SetJoined(tx.bt.msgKey(e.id, sub, seq), head, rec)
+	// An active message is one key for both records (metaRecordInline); a
+	// scheduled one is not, as its activation moves it to a new key.
+	mi.inline = mi.state == StateActive
+	mi.home, mm.inline = sub, mi.inline
+	meta := appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm)
+	if mi.inline {
+		tx.bt.SetJoined(tx.bt.msgKey(e.id, sub, seq), meta, rec)
 	} else {
-		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), appendMeta(tx.bt.alloc(metaRecordLen(&mm))[:0], &mm))
+		tx.bt.Set(tx.bt.msgKey(e.id, sub, seq), meta)
 		tx.bt.Set(tx.bt.bodyKey(e.id, seq), rec)
 	}
 	*tx.newPlacement() = placement{q: q, m: mi, session: m.SessionID, msg: m, reason: reason, vis: &tx.vis}

@@ -284,7 +284,7 @@ func (c *committer) commitGroup(reqs []*request, since time.Time) (pending int) 
 	clear(sorted) // keep no caller's keys and values alive
 	c.sorted = sorted[:0]
 	if err == nil {
-		c.s.busy.Store(ops >= ringMinOps)
+		c.s.fs.busy.Store(ops >= ringMinOps)
 		if err = c.s.db.Apply(pb, pebble.Sync); err != nil {
 			err = fmt.Errorf("store/pebble: commit of %d batches: %w", len(reqs), err)
 		}

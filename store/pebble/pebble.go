@@ -155,13 +155,11 @@ type Store struct {
 	drainOnce sync.Once
 
 	committer committer
-	ring      *uring.Syncer // flushes the WAL, if the system has io_uring
-	busy      atomic.Bool   // the group being committed is large enough for the ring
+	fs        *syncCountingFS // counts the WAL's fsyncs and makes them
 	watches   store.Watchers
 	space     spaceGuard
 
 	commits atomic.Uint64
-	syncs   atomic.Uint64
 	ops     atomic.Uint64
 	bytes   atomic.Uint64
 	// misuses counts single deletions Pebble saw meet a key written more
@@ -179,15 +177,14 @@ func Open(dir string, opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s := &Store{dir: dir, opts: opts, drained: make(chan struct{})}
-	fs := &syncCountingFS{FS: opts.fs, syncs: &s.syncs, busy: &s.busy}
+	s.fs = &syncCountingFS{FS: opts.fs}
 	if opts.fs == vfs.Default {
-		ring, err := uring.New()
-		if err != nil {
+		var err error
+		if s.fs.ring, err = uring.New(); err != nil {
 			opts.Logger.Info("store/pebble: the write-ahead log is flushed with fdatasync", "reason", err)
 		}
-		fs.ring, s.ring = ring, ring
 	}
-	db, err := pebble.Open(dir, opts.pebbleOptions(cache, fs, &s.misuses))
+	db, err := pebble.Open(dir, opts.pebbleOptions(cache, s.fs, &s.misuses))
 	if err != nil {
 		s.closeRing()
 		return nil, fmt.Errorf("store/pebble: open %s: %w", dir, err)
@@ -324,7 +321,7 @@ func (s *Store) Scan(ctx context.Context, start, end []byte, fn func(key, value 
 func (s *Store) Stats() store.Stats {
 	return store.Stats{
 		Commits:      s.commits.Load(),
-		Syncs:        s.syncs.Load(),
+		Syncs:        s.fs.syncs.Load(),
 		Ops:          s.ops.Load(),
 		BytesWritten: s.bytes.Load(),
 	}
@@ -374,7 +371,7 @@ func (s *Store) Close() error {
 
 // closeRing releases the WAL's io_uring, once nothing can flush through it.
 func (s *Store) closeRing() {
-	if s.ring != nil {
-		_ = s.ring.Close()
+	if s.fs.ring != nil {
+		_ = s.fs.ring.Close()
 	}
 }

@@ -15,13 +15,15 @@ import (
 // its WAL writer does whenever a commit arrives while a sync is in progress.
 type syncCountingFS struct {
 	vfs.FS
-	syncs *atomic.Uint64
+	syncs atomic.Uint64
 	// ring, when set, flushes the WAL files without blocking a thread of
 	// the Go runtime (internal/uring); only for files of the OS's own file
-	// system, whose descriptors it can flush. It is used while busy says
-	// the store is busy (see ringMinOps).
-	ring *uring.Syncer
-	busy *atomic.Bool
+	// system, whose descriptors it can flush. It is used while busy, which
+	// the committer sets for a group of ringMinOps operations or more;
+	// ringSyncs counts the flushes it made.
+	ring      *uring.Syncer
+	busy      atomic.Bool
+	ringSyncs atomic.Uint64
 }
 
 // ringMinOps is the size of a group commit, in operations, from which its
@@ -39,7 +41,7 @@ func (fs *syncCountingFS) wrap(name string, f vfs.File, err error) (vfs.File, er
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
-	return &syncCountingFile{File: f, syncs: fs.syncs, ring: fs.ring, busy: fs.busy}, nil
+	return &syncCountingFile{File: f, fs: fs}, nil
 }
 
 // Create implements vfs.FS.
@@ -60,17 +62,15 @@ func (fs *syncCountingFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, op
 	return fs.wrap(name, f, err)
 }
 
-// syncCountingFile counts the syncs of one WAL file.
+// syncCountingFile counts the syncs of one WAL file in its FS.
 type syncCountingFile struct {
 	vfs.File
-	syncs *atomic.Uint64
-	ring  *uring.Syncer
-	busy  *atomic.Bool
+	fs *syncCountingFS
 }
 
 // Sync implements vfs.File.
 func (f *syncCountingFile) Sync() error {
-	f.syncs.Add(1)
+	f.fs.syncs.Add(1)
 	if skipWALSync {
 		return nil
 	}
@@ -79,12 +79,13 @@ func (f *syncCountingFile) Sync() error {
 
 // SyncData implements vfs.File.
 func (f *syncCountingFile) SyncData() error {
-	f.syncs.Add(1)
+	f.fs.syncs.Add(1)
 	if skipWALSync {
 		return nil
 	}
-	if f.ring != nil && f.busy.Load() {
-		return f.ring.Fdatasync(f.File.Fd())
+	if f.fs.ring != nil && f.fs.busy.Load() {
+		f.fs.ringSyncs.Add(1)
+		return f.fs.ring.Fdatasync(f.File.Fd())
 	}
 	return f.File.SyncData()
 }

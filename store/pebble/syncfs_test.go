@@ -39,23 +39,24 @@ func TestWALFlushesThroughIOURingOnTheOSFileSystem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if (s.ring != nil) != tc.wantRing {
-				t.Fatalf("ring %v, want one: %v", s.ring != nil, tc.wantRing)
+			if (s.fs.ring != nil) != tc.wantRing {
+				t.Fatalf("ring %v, want one: %v", s.fs.ring != nil, tc.wantRing)
 			}
 			for _, n := range []int{1, ringMinOps, 1} {
 				var b store.Batch
 				for i := range n {
 					b.Set(fmt.Appendf(nil, "k%d", i), []byte("v"))
 				}
-				syncs := s.Stats().Syncs
+				syncs, ringSyncs := s.Stats().Syncs, s.fs.ringSyncs.Load()
 				if err := s.Commit(context.Background(), &b); err != nil {
 					t.Fatal(err)
 				}
 				if st := s.Stats(); st.Syncs == syncs {
 					t.Fatalf("a commit of %d operations made no fsync: %+v", n, st)
 				}
-				if s.busy.Load() != (n >= ringMinOps) {
-					t.Fatalf("a group of %d operations: through the ring %v", n, s.busy.Load())
+				viaRing := s.fs.ringSyncs.Load() > ringSyncs
+				if want := tc.wantRing && n >= ringMinOps; viaRing != want {
+					t.Fatalf("a group of %d operations flushed through the ring: %v, want %v", n, viaRing, want)
 				}
 			}
 			if err := s.Close(); err != nil {

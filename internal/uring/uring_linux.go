@@ -71,8 +71,7 @@ type Syncer struct {
 	mu     sync.Mutex
 	fd     int
 	maps   [][]byte
-	sqHead *uint32
-	sqTail *uint32
+	sqTail *uint32 // one operation at a time: the ring never fills, its head is not read
 	sqMask uint32
 	sqArr  unsafe.Pointer // uint32 indexes into sqes
 	sqes   unsafe.Pointer
@@ -151,7 +150,7 @@ func (s *Syncer) init(p *params) error {
 		return err
 	}
 	at := func(b []byte, off uint32) unsafe.Pointer { return unsafe.Pointer(&b[off]) }
-	s.sqHead, s.sqTail = (*uint32)(at(sq, p.sqOff.head)), (*uint32)(at(sq, p.sqOff.tail))
+	s.sqTail = (*uint32)(at(sq, p.sqOff.tail))
 	s.sqMask, s.sqArr = *(*uint32)(at(sq, p.sqOff.ringMask)), at(sq, p.sqOff.array)
 	s.cqHead, s.cqTail = (*uint32)(at(cq, p.cqOff.head)), (*uint32)(at(cq, p.cqOff.tail))
 	s.cqMask, s.cqes = *(*uint32)(at(cq, p.cqOff.ringMask)), at(cq, p.cqOff.cqes)

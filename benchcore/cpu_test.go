@@ -109,23 +109,27 @@ func FuzzParseStat(f *testing.F) {
 
 // WaitIdle returns at once for a sleeping process, gives up on a spinning
 // one after its limit, and does not wait for a process that is gone.
-func TestWaitIdle(t *testing.T) {
-	start := func(script string) int {
-		cmd := exec.Command("sh", "-c", script)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its children die with it
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
-		return cmd.Process.Pid
+// startShell runs script in a shell of its own process group, killed with
+// its children when the test ends, and returns the shell's pid.
+func startShell(t *testing.T, script string) int {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its children die with it
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+func TestWaitIdle(t *testing.T) {
 	ctx := context.Background()
-	sleeper := start("sleep 60")
+	sleeper := startShell(t, "sleep 60")
 	if !WaitIdle(ctx, []int{sleeper}, 10*time.Second) {
 		t.Error("a sleeping process was not found idle")
 	}
 	// The spinning child of a sleeping parent counts with it.
-	parent := start("while :; do :; done & wait")
+	parent := startShell(t, "while :; do :; done & wait")
 	began := time.Now()
 	if WaitIdle(ctx, []int{sleeper, parent}, time.Second) {
 		t.Error("a process whose child spins was found idle")

@@ -2,7 +2,6 @@ package benchcore
 
 import (
 	"context"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -256,7 +255,7 @@ func TestWaitIdleWritesBackBeforeTheRun(t *testing.T) {
 	for _, tc := range []struct {
 		idle []int
 		want int
-	}{{nil, 0}, {[]int{os.Getpid()}, 1}} {
+	}{{nil, 0}, {[]int{startShell(t, "sleep 60")}, 1}} { // a sleeping process: idle at once
 		calls := 0
 		writeBack = func() { calls++ }
 		w := Workload{Producers: 1, Consumers: 1, Size: 100, Count: 10}

@@ -68,9 +68,10 @@ func refused(err error) bool {
 // ANONYMOUS: the $cbs node needs no claim), closed when the test ends.
 func dialAMQP(t *testing.T, ctx context.Context) *amqp.Conn {
 	t.Helper()
-	ep := strings.TrimSuffix(strings.TrimPrefix(sas.ParseConnectionString(suite.connStr).Endpoint, "sb://"), "/")
+	cs := sas.ParseConnectionString(suite.connStr)
+	ep := strings.TrimSuffix(strings.TrimPrefix(cs.Endpoint, "sb://"), "/")
 	url := "amqps://" + ep
-	if sas.ParseConnectionString(suite.connStr).Emulator {
+	if cs.Emulator {
 		url = "amqp://" + ep
 	}
 	conn, err := amqp.Dial(ctx, url, &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})

@@ -210,8 +210,8 @@ func configureExternalAdmin(cs string) error {
 		suite.adminTLS = strings.EqualFold(scheme, "https")
 		return nil
 	}
-	if sas.ParseConnectionString(cs).Emulator {
-		ep := sas.ParseConnectionString(cs).Endpoint
+	if p := sas.ParseConnectionString(cs); p.Emulator {
+		ep := p.Endpoint
 		host := strings.TrimSuffix(strings.TrimPrefix(ep, "sb://"), "/")
 		if h, _, err := net.SplitHostPort(host); err == nil {
 			host = h

@@ -38,8 +38,9 @@ func TestNamespaceSAS(t *testing.T) {
 // sign (HMAC-SHA256 of the URL-escaped sr, a newline and the expiry).
 func namespaceSASConnectionString(t *testing.T, cs string, expiry time.Time) string {
 	t.Helper()
-	host := strings.TrimSuffix(strings.TrimPrefix(sas.ParseConnectionString(cs).Endpoint, "sb://"), "/")
-	keyName, key := sas.ParseConnectionString(cs).KeyName, sas.ParseConnectionString(cs).Key
+	p := sas.ParseConnectionString(cs)
+	host := strings.TrimSuffix(strings.TrimPrefix(p.Endpoint, "sb://"), "/")
+	keyName, key := p.KeyName, p.Key
 	if host == "" || keyName == "" || key == "" {
 		t.Fatalf("connection string has no endpoint, key name or key")
 	}
@@ -50,7 +51,7 @@ func namespaceSASConnectionString(t *testing.T, cs string, expiry time.Time) str
 	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 	token := "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + url.QueryEscape(keyName)
 	out := "Endpoint=sb://" + host + "/;SharedAccessSignature=" + token
-	if sas.ParseConnectionString(cs).Emulator {
+	if p.Emulator {
 		out += ";UseDevelopmentEmulator=true"
 	}
 	return out

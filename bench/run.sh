@@ -262,9 +262,8 @@ w4_pairs() {
 	start_busbar busbar-pairs --amqp "$amqp" --http "$http"
 	local bb_pid=$BUSBAR_PID cs=$BUSBAR_CS i
 	# The same history as PostgreSQL's node has by now (its section: W2,
-	# then W4 W4_RUNS times): a fresh Pebble store is slower until it
-	# recycles its write-ahead logs (eight W4 runs on a fresh node went
-	# from 21 to 11 µs per message), and PostgreSQL's is long warm.
+	# then W4 W4_RUNS times), so that neither runs the pairs on a fresher
+	# store than the other.
 	"$BIN/busbar" bench --connection-string "$cs" --create --admin "$http" --client raw ${WL[w2]} \
 		--size 1024 --broker-pid "$bb_pid" >/dev/null 2>&1 || true
 	for i in $(seq "$W4_RUNS"); do

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/busbar-io/busbar/internal/gctune"
 )
 
 // CommonFlags are the flags every benchmark command shares: the workload,
@@ -19,6 +21,9 @@ type CommonFlags struct {
 	Quiet      bool
 	BrokerPIDs string
 	IdlePIDs   string
+	// GCHeadroomMB is the load generator's own garbage-collector headroom
+	// (gctune), the broker's default unless set: -1 is Go's default.
+	GCHeadroomMB int64
 }
 
 // Register adds the common flags to fs.
@@ -39,6 +44,8 @@ func (f *CommonFlags) Register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.JSON, "json", false, "print the result as JSON instead of a table")
 	fs.BoolVar(&f.Quiet, "quiet", false, "no progress lines on stderr")
 	fs.StringVar(&f.BrokerPIDs, "broker-pid", "", "comma-separated pids of the broker's processes, to record its CPU use (with descendants)")
+	fs.Int64Var(&f.GCHeadroomMB, "gc-headroom-mb", gctune.DefaultHeadroom>>20,
+		"the load generator's garbage-collector headroom in MiB, as busbar serve's flag of that name (default the broker's; -1: Go's default, as does setting GOGC)")
 	fs.StringVar(&f.IdlePIDs, "wait-idle", "", "comma-separated pids: before the run, wait (at most 15 s) until they and their descendants use under 2% of a core, then write the system's dirty pages back (sync)")
 }
 
@@ -88,6 +95,14 @@ func parsePIDs(flag, list string) ([]int, error) {
 // unless --quiet) and prints the result on stdout: a table, or JSON with
 // --json. The caller decides the exit status from the result's Verdict.
 func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, procs Processes, stdout, stderr io.Writer) (*Result, error) {
+	// The load generator collects garbage as the broker does: with Go's
+	// default, the SDK's client collected its small heap several times a
+	// second, and on two cores those collections showed as broker latency.
+	headroom := int64(-1)
+	if f.GCHeadroomMB >= 0 {
+		headroom = f.GCHeadroomMB << 20
+	}
+	defer gctune.Start(gctune.Options{Headroom: headroom}).Stop()
 	opts := Options{BrokerPIDs: procs.Broker, WaitIdle: procs.Idle}
 	if !f.Quiet {
 		opts.Progress = stderr

@@ -1,10 +1,15 @@
 package benchcore
 
 import (
+	"context"
 	"flag"
 	"io"
+	"os"
 	"reflect"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -64,6 +69,65 @@ func TestBadFlags(t *testing.T) {
 		f, _ = parse(t, bad...)
 		if _, err := f.Processes(); err == nil || !strings.Contains(err.Error(), bad[0]) {
 			t.Errorf("%v: error %v, want one naming the flag", bad, err)
+		}
+	}
+}
+
+// gcPercentDriver records the GC percentage in force while its producer
+// sends.
+type gcPercentDriver struct {
+	*memDriver
+	seen atomic.Int64
+}
+
+func (d *gcPercentDriver) NewProducer(ctx context.Context, i int) (Producer, error) {
+	p, err := d.memDriver.NewProducer(ctx, i)
+	return gcPercentProducer{p, d}, err
+}
+
+type gcPercentProducer struct {
+	Producer
+	d *gcPercentDriver
+}
+
+func (p gcPercentProducer) Send(ctx context.Context, msgs []Outgoing) error {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	p.d.seen.Store(int64(s[0].Value.Uint64()))
+	return p.Producer.Send(ctx, msgs)
+}
+
+// TestLoadGeneratorTunesItsGC checks that a run collects the load
+// generator's garbage as busbar serve does (a heap headroom, so a GC
+// percentage above Go's 100 while the heap is small), that -1 keeps Go's
+// default, and that the setting is restored after the run.
+func TestLoadGeneratorTunesItsGC(t *testing.T) {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
+		t.Skip("GOGC or GOMEMLIMIT is set: the tuning defers to it")
+	}
+	for _, tc := range []struct {
+		headroom string
+		tuned    bool
+	}{{"", true}, {"-1", false}} {
+		args := []string{"--count", "50", "--quiet"}
+		if tc.headroom != "" {
+			args = append(args, "--gc-headroom-mb", tc.headroom)
+		}
+		f, err := parse(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, _ := f.Workload()
+		d := &gcPercentDriver{memDriver: newMem()}
+		before := debug.SetGCPercent(100)
+		if _, err := f.RunAndReport(context.Background(), w, d, Processes{}, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if seen := d.seen.Load(); (seen > 100) != tc.tuned {
+			t.Errorf("--gc-headroom-mb %q: GC percentage %d during the run, want tuned=%v", tc.headroom, seen, tc.tuned)
+		}
+		if after := debug.SetGCPercent(before); after != 100 {
+			t.Errorf("--gc-headroom-mb %q: GC percentage %d after the run, want 100 restored", tc.headroom, after)
 		}
 	}
 }

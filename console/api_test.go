@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/busbartest"
 	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/isoduration"
 	"github.com/busbar-io/busbar/server"
 )
 
@@ -267,6 +269,64 @@ func TestEntityValidation(t *testing.T) {
 	}
 	if st, msg := c.do("POST", "entity", map[string]any{"kind": "queue", "path": "q", "create": true}, nil); st != http.StatusConflict {
 		t.Errorf("creating q twice: %d %s", st, msg)
+	}
+}
+
+// TestCreateDefaults checks that the create form's fields (api/defaults)
+// are, kind by kind, exactly those the edit form shows for an entity the
+// broker created without properties, with the same values.
+func TestCreateDefaults(t *testing.T) {
+	s := start(t)
+	ctx := context.Background()
+	b := s.Broker()
+	if err := b.CreateQueue(ctx, "q", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateTopic(ctx, "t", broker.TopicProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.CreateSubscription(ctx, "t", "s", broker.SubscriptionProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	type field struct {
+		Name  string
+		Type  string
+		Value any
+	}
+	root := signedIn(t, s, server.RootKeyName, rootKey)
+	listen := signedIn(t, s, "watcher", listenKey) // reading the defaults needs no right
+	for _, tc := range []struct{ kind, path string }{{"queue", "q"}, {"topic", "t"}, {"subscription", "t/Subscriptions/s"}} {
+		var d struct {
+			Kind       string
+			Properties []field
+		}
+		listen.must("GET", "defaults?kind="+tc.kind, nil, &d)
+		var ev struct{ Properties []field }
+		root.must("GET", "entity?path="+url.QueryEscape(tc.path), nil, &ev)
+		if d.Kind != tc.kind || len(d.Properties) == 0 || !reflect.DeepEqual(d.Properties, ev.Properties) {
+			t.Errorf("%s: the create form has\n%+v\nthe edit form of a new %s has\n%+v", tc.kind, d, tc.kind, ev.Properties)
+		}
+	}
+	// Among them, properties the create form once lacked, with the broker's defaults.
+	var d struct{ Properties []field }
+	root.must("GET", "defaults?kind=queue", nil, &d)
+	got := map[string]any{}
+	for _, f := range d.Properties {
+		got[f.Name] = f.Value
+	}
+	if got["DuplicateDetectionHistoryTimeWindow"] != isoduration.Format(broker.DefaultDuplicateDetectionWindow) ||
+		got["AutoDeleteOnIdle"] != isoduration.Format(broker.InfiniteTTL) || got["Status"] != string(broker.StatusActive) ||
+		got["MaxMessageSizeInKilobytes"] != float64(broker.DefaultMaxMessageSizeInKilobytes) {
+		t.Errorf("queue defaults: %v", got)
+	}
+	for _, kind := range []string{"widget", "", "Queue"} {
+		st, msg := root.do("GET", "defaults?kind="+kind, nil, nil)
+		if want := fmt.Sprintf("kind %q is not queue, topic or subscription", kind); st != http.StatusBadRequest || msg != want {
+			t.Errorf("kind %q: %d %q, want 400 %q", kind, st, msg, want)
+		}
+	}
+	if st, _ := newClient(t, s).do("GET", "defaults?kind=queue", nil, nil); st != http.StatusUnauthorized {
+		t.Errorf("defaults before sign-in: %d", st)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,9 +89,10 @@ func traffic(t *testing.T, b *broker.Broker, q string) (stop func()) {
 	}
 }
 
-// TestBrowser runs test/node/console_e2e.js: headless Chromium (Debian's
-// chromium, driven by playwright-core) through the console of a real
-// broker. It is skipped when node, playwright-core or chromium is missing,
+// TestBrowser runs test/node/console_e2e.js and then
+// testdata/create_e2e.js: headless Chromium (Debian's chromium, driven by
+// playwright-core) through the console of a real broker; it checks in the
+// broker the queues the second created through the New queue page. It is skipped when node, playwright-core or chromium is missing,
 // unless BUSBAR_REQUIRE_INTEROP=1. With BUSBAR_CONSOLE_SCREENSHOTS=1 it
 // writes its screenshots to docs/console/ (committed, shown in the README).
 func TestBrowser(t *testing.T) {
@@ -129,21 +131,57 @@ func TestBrowser(t *testing.T) {
 	stop := traffic(t, s.Broker(), "telemetry")
 	defer stop()
 	toolkitState(t, s)
-	cmd := exec.CommandContext(ctx, node, "console_e2e.js")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	env := append(os.Environ(),
 		"BUSBAR_CONSOLE_URL=http://"+s.HTTPAddr().String()+"/ui/",
 		"BUSBAR_CONNECTION_STRING="+server.ConnectionString(s.AMQPAddr().String(), server.RootKeyName, rootKey),
 		"BUSBAR_LISTEN_KEY=watcher:"+listenKey,
 		"BUSBAR_SCREENSHOTS="+shots,
-		"BUSBAR_CHROMIUM="+chromium)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "OK") {
-		t.Fatalf("console_e2e.js: %v\n%s", err, out)
+		"BUSBAR_CHROMIUM="+chromium,
+		"NODE_PATH="+filepath.Join(dir, "node_modules")) // for testdata/create_e2e.js
+	run := func(script string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, node, script)
+		cmd.Dir = dir
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "OK") {
+			t.Fatalf("%s: %v\n%s", script, err, out)
+		}
 	}
+	run("console_e2e.js")
 	for _, name := range []string{"signin", "namespace", "overview", "messages", "deadletters", "sessions", "rules", "toolkit", "phone-dark"} {
 		if fi, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || fi.Size() == 0 {
 			t.Errorf("screenshot %s.png: %v", name, err)
 		}
+	}
+
+	// The New queue page: properties its form once lacked reach the broker,
+	// and an untouched form creates the queue the broker makes of no
+	// properties at all.
+	script, err := filepath.Abs(filepath.Join("testdata", "create_e2e.js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(script)
+	q, err := s.Broker().GetQueue(ctx, "dedupe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := q.Properties; !p.RequiresDuplicateDetection || p.DuplicateDetectionHistoryTimeWindow != 2*time.Minute || p.AutoDeleteOnIdle != time.Hour {
+		t.Errorf("the queue created with duplicate detection and auto-delete has %+v", p)
+	}
+	if err := s.Broker().CreateQueue(ctx, "reference", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := s.Broker().GetQueue(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := s.Broker().GetQueue(ctx, "reference")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(plain.Properties, ref.Properties) {
+		t.Errorf("the queue created from the untouched form has\n%+v\nthe broker's defaults are\n%+v", plain.Properties, ref.Properties)
 	}
 }

@@ -149,6 +149,7 @@ func (c *Console) routes() {
 	})
 	h("GET /ui/api/tree", c.tree)
 	h("GET /ui/api/entity", c.getEntity)
+	h("GET /ui/api/defaults", c.getDefaults)
 	h("POST /ui/api/entity", c.putEntity)
 	h("DELETE /ui/api/entity", c.deleteEntity)
 	h("GET /ui/api/stats", c.entityStats)

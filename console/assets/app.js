@@ -653,23 +653,17 @@ async function propertiesTab(ev, body) {
   }, 'Save properties'));
 }
 
-const defaults = {
-  queue: [['LockDuration', 'duration', 'PT1M'], ['MaxDeliveryCount', 'int', 10], ['DefaultMessageTimeToLive', 'duration', ''], ['MaxSizeInMegabytes', 'int', 1024],
-    ['RequiresSession', 'bool', false], ['RequiresDuplicateDetection', 'bool', false], ['DeadLetteringOnMessageExpiration', 'bool', false],
-    ['ForwardTo', 'string', ''], ['ForwardDeadLetteredMessagesTo', 'string', ''], ['UserMetadata', 'string', '']],
-  topic: [['DefaultMessageTimeToLive', 'duration', ''], ['MaxSizeInMegabytes', 'int', 1024], ['RequiresDuplicateDetection', 'bool', false], ['SupportOrdering', 'bool', false], ['UserMetadata', 'string', '']],
-  subscription: [['LockDuration', 'duration', 'PT1M'], ['MaxDeliveryCount', 'int', 10], ['DefaultMessageTimeToLive', 'duration', ''], ['RequiresSession', 'bool', false],
-    ['DeadLetteringOnMessageExpiration', 'bool', false], ['DeadLetteringOnFilterEvaluationExceptions', 'bool', false], ['ForwardTo', 'string', ''], ['UserMetadata', 'string', '']],
-};
-
-function createPage(kind, topic) {
-  if (!defaults[kind]) return namespacePage();
+// createPage starts from the fields the server gives a new entity of the
+// kind, with the broker's defaults (api/defaults), and sends only those
+// changed; an emptied field takes the default.
+async function createPage(kind, topic) {
+  const d = await guarded(() => api('GET', 'defaults?' + q({ kind })));
+  if (!d) return namespacePage();
   const name = h('input', { name: 'name', required: true, autocomplete: 'off' });
-  const fields = defaults[kind].map(([n, t, v]) => ({ name: n, type: t, value: v }));
+  const fields = d.properties;
   const form = propertyForm(fields, async (props) => {
     for (const f of fields) if (f.type !== 'bool' && props[f.name] === '') delete props[f.name];
     const path = kind === 'subscription' ? `${topic}/Subscriptions/${name.value.trim()}` : name.value.trim();
-    for (const f of fields) if (f.type === 'duration' && props[f.name] === undefined && f.value) props[f.name] = f.value;
     await api('POST', 'entity', { kind, path, create: true, properties: props });
     say(`Created ${kind} ${path}`); await loadTree(); location.hash = `#/e/${enc(path)}`;
   }, `Create ${kind}`);

@@ -264,3 +264,26 @@ type RuntimeInfo struct {
 	TransferDeadLetterMessageCount int64
 	SubscriptionCount              int64 // topics only
 }
+
+// defaults is what an entity of kind k created without properties gets.
+func (b *Broker) defaults(k entityKind) props {
+	var p props
+	// The zero properties take every default, which validates against any
+	// ceiling Open accepts: there is no error to return.
+	_ = p.normalize(k, b.opts.MaxMessageSizeInKilobytes)
+	return p
+}
+
+// DefaultQueueProperties are the properties a queue created without any
+// gets, on this broker (its message size ceiling included).
+func (b *Broker) DefaultQueueProperties() QueueProperties { return b.defaults(kindQueue).queue() }
+
+// DefaultTopicProperties are the properties a topic created without any
+// gets, on this broker.
+func (b *Broker) DefaultTopicProperties() TopicProperties { return b.defaults(kindTopic).topic() }
+
+// DefaultSubscriptionProperties are the properties a subscription created
+// without any gets, on this broker.
+func (b *Broker) DefaultSubscriptionProperties() SubscriptionProperties {
+	return b.defaults(kindSubscription).subscription()
+}

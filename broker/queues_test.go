@@ -1,9 +1,15 @@
 package broker
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/store/memstore"
 )
 
 func TestQueueDefaultsAsServiceBus(t *testing.T) {
@@ -19,6 +25,45 @@ func TestQueueDefaultsAsServiceBus(t *testing.T) {
 	}
 	if qi.Name != "orders" || !qi.Runtime.CreatedAt.Equal(t0) {
 		t.Fatalf("info = %+v", qi)
+	}
+}
+
+// TestDefaultPropertiesAreWhatCreationGives checks the Default*Properties
+// against entities created without properties, under the default message
+// size ceiling and under a lower one (Standard's 256 KB).
+func TestDefaultPropertiesAreWhatCreationGives(t *testing.T) {
+	for _, ceiling := range []int64{0, 256} {
+		b, err := Open(context.Background(), memstore.New(), Options{Logger: slog.New(slog.DiscardHandler), MaxMessageSizeInKilobytes: ceiling})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		for _, err := range []error{b.CreateQueue(ctx, "q", QueueProperties{}), b.CreateTopic(ctx, "t", TopicProperties{}),
+			b.CreateSubscription(ctx, "t", "s", SubscriptionProperties{})} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		q, err1 := b.GetQueue(ctx, "q")
+		tp, err2 := b.GetTopic(ctx, "t")
+		s, err3 := b.GetSubscription(ctx, "t", "s")
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		wantKB := int64(1024)
+		if ceiling != 0 {
+			wantKB = ceiling
+		}
+		if d := b.DefaultQueueProperties(); !reflect.DeepEqual(d, q.Properties) || d.MaxMessageSizeInKilobytes != wantKB {
+			t.Errorf("ceiling %d: DefaultQueueProperties %+v\ncreated %+v", ceiling, d, q.Properties)
+		}
+		if d := b.DefaultTopicProperties(); !reflect.DeepEqual(d, tp.Properties) || d.MaxMessageSizeInKilobytes != wantKB {
+			t.Errorf("ceiling %d: DefaultTopicProperties %+v\ncreated %+v", ceiling, d, tp.Properties)
+		}
+		if d := b.DefaultSubscriptionProperties(); !reflect.DeepEqual(d, s.Properties) {
+			t.Errorf("ceiling %d: DefaultSubscriptionProperties %+v\ncreated %+v", ceiling, d, s.Properties)
+		}
+		b.Close()
 	}
 }
 

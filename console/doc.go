@@ -19,7 +19,6 @@
 // a SharedAccessSignature token in the Authorization header.
 //
 // It sits at the level of the management API (package admin): it imports
-// the broker, sas and the AMQP message encoding (and the memory store, on
-// which a scratch broker gives the create form the broker's defaults); only
-// package server imports it.
+// the broker, sas and the AMQP message encoding; only package server
+// imports it.
 package console

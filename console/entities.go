@@ -4,20 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/broker/filter"
 	"github.com/busbar-io/busbar/isoduration"
 	"github.com/busbar-io/busbar/sas"
-	"github.com/busbar-io/busbar/store/memstore"
 )
 
 // counts are an entity's message counts and rates, as the tree shows them.
@@ -159,45 +156,6 @@ func fieldsOf(props any) []field {
 // kinds are the kinds of entity the console creates.
 var kinds = []string{"queue", "topic", "subscription"}
 
-// createDefaults are, per kind, the fields of an entity created without
-// properties: what the broker fills in when none is given. They come from
-// the broker itself: a broker of its own, on a memory store, creates one
-// entity of each kind without properties, and they are read back as the
-// edit form reads an entity's (fieldsOf). Computed once.
-var createDefaults = sync.OnceValues(func() (map[string][]field, error) {
-	ctx := context.Background()
-	st := memstore.New()
-	defer st.Close()
-	b, err := broker.Open(ctx, st, broker.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, err
-	}
-	defer b.Close()
-	if err := b.CreateQueue(ctx, "q", broker.QueueProperties{}); err != nil {
-		return nil, err
-	}
-	if err := b.CreateTopic(ctx, "t", broker.TopicProperties{}); err != nil {
-		return nil, err
-	}
-	if err := b.CreateSubscription(ctx, "t", "s", broker.SubscriptionProperties{}); err != nil {
-		return nil, err
-	}
-	q, err := b.GetQueue(ctx, "q")
-	if err != nil {
-		return nil, err
-	}
-	t, err := b.GetTopic(ctx, "t")
-	if err != nil {
-		return nil, err
-	}
-	s, err := b.GetSubscription(ctx, "t", "s")
-	if err != nil {
-		return nil, err
-	}
-	return map[string][]field{"queue": fieldsOf(q.Properties), "topic": fieldsOf(t.Properties),
-		"subscription": fieldsOf(s.Properties)}, nil
-})
-
 // defaultsView is what the create form starts from: the fields of a new
 // entity of a kind, with the values the broker gives them by default.
 type defaultsView struct {
@@ -213,11 +171,16 @@ func (c *Console) getDefaults(w http.ResponseWriter, r *http.Request, p *princip
 	if !slices.Contains(kinds, kind) {
 		return badRequest("kind %q is not queue, topic or subscription", kind)
 	}
-	d, err := createDefaults()
-	if err != nil {
-		return err
+	var props any
+	switch kind {
+	case "queue":
+		props = c.b.DefaultQueueProperties()
+	case "topic":
+		props = c.b.DefaultTopicProperties()
+	default:
+		props = c.b.DefaultSubscriptionProperties()
 	}
-	return writeJSON(w, defaultsView{Kind: kind, Properties: d[kind]})
+	return writeJSON(w, defaultsView{Kind: kind, Properties: fieldsOf(props)})
 }
 
 // setFields sets the named properties of the struct props points to from

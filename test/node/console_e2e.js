@@ -1,6 +1,8 @@
 // console_e2e.js drives Busbar's web console in headless Chromium
-// (Debian's chromium, through playwright-core): sign-in, creating a queue,
-// sending, peeking, dead-lettering and resubmitting, editing session state,
+// (Debian's chromium, through playwright-core): sign-in, creating queues
+// (the New queue page offers every property with the broker's defaults and
+// sends only what was changed; console/browser_test.go checks the queues
+// "dedupe" and "plain" in the broker afterwards), sending, peeking, dead-lettering and resubmitting, editing session state,
 // a rule's SQL validated as it is typed, and a Listen-only key that cannot
 // delete. It writes a screenshot of each main page to BUSBAR_SCREENSHOTS.
 // Run by console/browser_test.go; it prints OK last when every check passed.
@@ -50,6 +52,14 @@ async function main() {
   try {
     const page = ctx.pages()[0] || await ctx.newPage();
     page.on('request', (r) => requests.push(r.url()));
+    // The properties of every entity the page creates, as sent.
+    const created = {};
+    page.on('request', (r) => {
+      if (r.method() === 'POST' && new URL(r.url()).pathname.endsWith('/api/entity')) {
+        const b = JSON.parse(r.postData());
+        if (b.create) created[b.path] = b.properties;
+      }
+    });
     page.on('pageerror', (e) => { throw e; });
 
     step('sign in with a connection string');
@@ -77,6 +87,34 @@ async function main() {
     await page.getByRole('alert').filter({ hasText: 'MaxDeliveryCount -1 is below 1' }).waitFor(); // the service's validation message
     await page.getByLabel('MaxDeliveryCount').fill('5');
     await page.getByRole('button', { name: 'Create queue' }).click();
+    await page.getByRole('heading', { name: 'queue orders' }).waitFor();
+    assert.deepEqual(created.orders, { MaxDeliveryCount: 5 }, 'only the changed field is sent');
+
+    step('a new queue offers every property with the broker\'s defaults');
+    await page.goto(base + '#/new/queue');
+    await page.getByRole('heading', { name: 'New queue' }).waitFor();
+    const dupWindow = page.getByLabel('DuplicateDetectionHistoryTimeWindow');
+    assert.equal(await dupWindow.inputValue(), 'PT10M');
+    assert.equal(await page.getByLabel('LockDuration').inputValue(), 'PT1M');
+    assert.equal(await page.getByLabel('MaxDeliveryCount').inputValue(), '10');
+    assert.equal(await page.getByLabel('Status').inputValue(), 'Active');
+    assert.equal(await page.getByLabel('EnableBatchedOperations').isChecked(), false);
+    await page.getByLabel('Queue name').fill('dedupe');
+    await page.getByLabel('RequiresDuplicateDetection').check();
+    await dupWindow.fill('PT2M');
+    await page.getByLabel('AutoDeleteOnIdle').fill('PT1H');
+    await page.getByRole('button', { name: 'Create queue' }).click();
+    await page.getByRole('heading', { name: 'queue dedupe' }).waitFor();
+    assert.deepEqual(created.dedupe, { RequiresDuplicateDetection: true, DuplicateDetectionHistoryTimeWindow: 'PT2M', AutoDeleteOnIdle: 'PT1H' });
+    await page.goto(base + '#/new/queue');
+    await page.getByLabel('Queue name').fill('plain');
+    await page.getByRole('button', { name: 'Create queue' }).click();
+    await page.getByRole('heading', { name: 'queue plain' }).waitFor();
+    assert.deepEqual(created.plain, {}, 'an untouched form sends no property');
+    await page.goto(base + '#/new/widget');
+    await page.getByText('kind "widget" is not queue, topic or subscription').waitFor();
+    await page.getByRole('heading', { name: 'Namespace' }).waitFor();
+    await page.goto(base + '#/e/orders');
     await page.getByRole('heading', { name: 'queue orders' }).waitFor();
 
     step('send and peek');

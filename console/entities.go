@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -153,9 +152,6 @@ func fieldsOf(props any) []field {
 	return out
 }
 
-// kinds are the kinds of entity the console creates.
-var kinds = []string{"queue", "topic", "subscription"}
-
 // defaultsView is what the create form starts from: the fields of a new
 // entity of a kind, with the values the broker gives them by default.
 type defaultsView struct {
@@ -168,17 +164,16 @@ type defaultsView struct {
 // namespace; creating the entity needs Manage (putEntity).
 func (c *Console) getDefaults(w http.ResponseWriter, r *http.Request, p *principal) error {
 	kind := r.URL.Query().Get("kind")
-	if !slices.Contains(kinds, kind) {
-		return badRequest("kind %q is not queue, topic or subscription", kind)
-	}
 	var props any
 	switch kind {
 	case "queue":
 		props = c.b.DefaultQueueProperties()
 	case "topic":
 		props = c.b.DefaultTopicProperties()
-	default:
+	case "subscription":
 		props = c.b.DefaultSubscriptionProperties()
+	default:
+		return badRequest("kind %q is not queue, topic or subscription", kind)
 	}
 	return writeJSON(w, defaultsView{Kind: kind, Properties: fieldsOf(props)})
 }

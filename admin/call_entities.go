@@ -113,79 +113,89 @@ func (c *call) putEntity() error {
 }
 
 func (c *call) putQueue(rd *reader) error {
-	name := c.rt.entity
-	var cur broker.QueueProperties
-	if c.isUpdate() {
-		q, err := c.b().GetQueue(c.ctx(), name)
-		if err != nil {
-			return notFoundAs(err, "queue", name)
-		}
-		cur = q.Properties
-	}
-	p, _, err := decodeQueue(rd, cur)
-	if err == nil {
-		err = closeEntry(rd)
-	}
-	if err != nil {
-		return err
-	}
-	p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
-	if c.isUpdate() {
-		if err := c.b().UpdateQueue(c.ctx(), name, p); err != nil {
-			return err
-		}
-	} else {
-		if err := c.b().CreateQueue(c.ctx(), name, p); err != nil {
-			return err
-		}
-		c.status = http.StatusCreated
-	}
-	q, err := c.b().GetQueue(c.ctx(), name)
-	if err != nil {
-		return err
-	}
-	var w writer
-	c.writeQueueEntry(&w, q, false)
-	return c.respond("entry", &w)
+	name, b := c.rt.entity, c.b()
+	return put(c, rd, putOps[broker.QueueProperties]{
+		kind: "queue", name: name,
+		get: func() (broker.QueueProperties, error) {
+			q, err := b.GetQueue(c.ctx(), name)
+			if err != nil {
+				return broker.QueueProperties{}, err
+			}
+			return q.Properties, nil
+		},
+		decode: decodeQueue,
+		adjust: func(p *broker.QueueProperties) {
+			p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
+		},
+		update:  func(p broker.QueueProperties) error { return b.UpdateQueue(c.ctx(), name, p) },
+		create:  func(p broker.QueueProperties) error { return b.CreateQueue(c.ctx(), name, p) },
+		respond: c.getEntity,
+	})
 }
 
 func (c *call) putTopic(rd *reader) error {
-	name := c.rt.entity
-	var cur broker.TopicProperties
+	name, b := c.rt.entity, c.b()
+	return put(c, rd, putOps[broker.TopicProperties]{
+		kind: "topic", name: name,
+		get: func() (broker.TopicProperties, error) {
+			t, err := b.GetTopic(c.ctx(), name)
+			if err != nil {
+				return broker.TopicProperties{}, err
+			}
+			return t.Properties, nil
+		},
+		decode: decodeTopic,
+		adjust: func(p *broker.TopicProperties) {
+			p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
+		},
+		update:  func(p broker.TopicProperties) error { return b.UpdateTopic(c.ctx(), name, p) },
+		create:  func(p broker.TopicProperties) error { return b.CreateTopic(c.ctx(), name, p) },
+		respond: c.getEntity,
+	})
+}
+
+// putOps are what a PUT of one kind of entity calls: the properties now
+// (for an update), the body's decoder over them, an adjustment before the
+// write, the broker's update and create, and the response.
+type putOps[P any] struct {
+	kind, name     string
+	get            func() (P, error)
+	decode         func(*reader, P) (P, fieldSet, error)
+	adjust         func(*P) // may be nil
+	update, create func(P) error
+	respond        func() error
+}
+
+// put creates (no If-Match) or updates an entity from the description in
+// rd; a created one answers 201.
+func put[P any](c *call, rd *reader, o putOps[P]) error {
+	var cur P
 	if c.isUpdate() {
-		t, err := c.b().GetTopic(c.ctx(), name)
+		p, err := o.get()
 		if err != nil {
-			return notFoundAs(err, "topic", name)
+			return notFoundAs(err, o.kind, o.name)
 		}
-		cur = t.Properties
+		cur = p
 	}
-	p, _, err := decodeTopic(rd, cur)
+	p, _, err := o.decode(rd, cur)
 	if err == nil {
 		err = closeEntry(rd)
 	}
 	if err != nil {
 		return err
 	}
-	p.MaxSizeInMegabytes = c.h.storedSizeMB(p.MaxSizeInMegabytes, p.EnablePartitioning)
+	if o.adjust != nil {
+		o.adjust(&p)
+	}
 	if c.isUpdate() {
-		if err := c.b().UpdateTopic(c.ctx(), name, p); err != nil {
-			return err
-		}
-	} else {
-		if err := c.b().CreateTopic(c.ctx(), name, p); err != nil {
-			return err
-		}
+		err = o.update(p)
+	} else if err = o.create(p); err == nil {
 		c.status = http.StatusCreated
 	}
-	t, err := c.b().GetTopic(c.ctx(), name)
 	if err != nil {
 		return err
 	}
-	var w writer
-	if err := c.writeTopicEntry(&w, t, false); err != nil {
-		return err
-	}
-	return c.respond("entry", &w)
+	return o.respond()
 }
 
 // notFoundAs words a broker "not found" for an update (404).
@@ -247,34 +257,24 @@ func (c *call) putSubscription() error {
 	if kind != "SubscriptionDescription" {
 		return badRequestf("PUT /%s needs a SubscriptionDescription, not %s", c.rt.subPath(), truncate(kind, 60))
 	}
-	t, s := c.rt.entity, c.rt.sub
-	var cur broker.SubscriptionProperties
-	if c.isUpdate() {
-		sub, err := c.b().GetSubscription(c.ctx(), t, s)
-		if err != nil {
-			return notFoundAs(err, "subscription", c.rt.subPath())
-		}
-		cur = sub.Properties
-	}
-	p, _, err := decodeSubscription(rd, cur)
-	if err == nil {
-		err = closeEntry(rd)
-	}
-	if err != nil {
-		return err
-	}
-	if c.isUpdate() {
-		p.DefaultRule = nil // a DefaultRuleDescription applies at creation only, as in Service Bus
-		if err := c.b().UpdateSubscription(c.ctx(), t, s, p); err != nil {
-			return err
-		}
-	} else {
-		if err := c.b().CreateSubscription(c.ctx(), t, s, p); err != nil {
-			return err
-		}
-		c.status = http.StatusCreated
-	}
-	return c.getSubscription()
+	t, s, b := c.rt.entity, c.rt.sub, c.b()
+	return put(c, rd, putOps[broker.SubscriptionProperties]{
+		kind: "subscription", name: c.rt.subPath(),
+		get: func() (broker.SubscriptionProperties, error) {
+			sub, err := b.GetSubscription(c.ctx(), t, s)
+			if err != nil {
+				return broker.SubscriptionProperties{}, err
+			}
+			return sub.Properties, nil
+		},
+		decode: decodeSubscription,
+		update: func(p broker.SubscriptionProperties) error {
+			p.DefaultRule = nil // a DefaultRuleDescription applies at creation only, as in Service Bus
+			return b.UpdateSubscription(c.ctx(), t, s, p)
+		},
+		create:  func(p broker.SubscriptionProperties) error { return b.CreateSubscription(c.ctx(), t, s, p) },
+		respond: c.getSubscription,
+	})
 }
 
 func (c *call) listRules() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -120,12 +121,22 @@ func (p *peers) conn(ctx context.Context, cc *conn, addr string) (*peerConn, err
 func (p *peers) dial(pc *peerConn, addr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pc.c, pc.err = goamqp.Dial(ctx, "amqp://"+addr, &goamqp.ConnOptions{
+	defer close(pc.ready)
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		pc.err = err
+		return
+	}
+	bc := newBatchConn(nc)
+	pc.c, pc.err = goamqp.NewConn(ctx, bc, &goamqp.ConnOptions{
 		SASLType:    goamqp.SASLTypePlain(p.f.KeyName, p.f.Key),
 		HostName:    addr,
 		MaxSessions: 65535, // the peer's channel-max bounds it
 	})
-	close(pc.ready)
+	if pc.err != nil {
+		_ = bc.Close()
+	}
 }
 
 // release uncounts a twin link of pc.

@@ -12,6 +12,10 @@ import (
 // finds this much waits until the socket has taken it.
 const batchConnLimit = 1 << 20
 
+// batchConnCloseWait bounds how long Close waits for the buffered bytes to
+// be written before it closes the socket under them.
+const batchConnCloseWait = 5 * time.Second
+
 // errBatchConnClosed is a batchConn's sticky error once it is closed.
 var errBatchConnClosed = errors.New("servicebus: peer connection closed")
 
@@ -21,9 +25,10 @@ var errBatchConnClosed = errors.New("servicebus: peer connection closed")
 // per transfer, flow and disposition: 2.5 per forwarded message, a third of
 // the forwarding node's CPU. Write copies the bytes and returns; a write
 // error is returned by the next Write (go-amqp then closes the connection).
-// Close writes what is buffered first, within the write deadline.
+// Close writes what is buffered first, waiting at most closeWait.
 type batchConn struct {
 	net.Conn
+	closeWait time.Duration
 
 	mu       sync.Mutex
 	room     sync.Cond // signalled when buf was taken, or on error or close
@@ -37,7 +42,7 @@ type batchConn struct {
 }
 
 func newBatchConn(c net.Conn) *batchConn {
-	b := &batchConn{Conn: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	b := &batchConn{Conn: c, closeWait: batchConnCloseWait, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	b.room.L = &b.mu
 	go b.run()
 	return b
@@ -115,7 +120,9 @@ func (b *batchConn) run() {
 	}
 }
 
-// Close implements net.Conn: it writes what is buffered, then closes.
+// Close implements net.Conn: it writes what is buffered, then closes. A
+// peer that takes nothing for closeWait gets the socket closed under the
+// write.
 func (b *batchConn) Close() error {
 	b.mu.Lock()
 	if !b.closing {
@@ -127,6 +134,13 @@ func (b *batchConn) Close() error {
 	case b.wake <- struct{}{}:
 	default:
 	}
+	t := time.NewTimer(b.closeWait)
+	defer t.Stop()
+	select {
+	case <-b.done:
+	case <-t.C:
+	}
+	err := b.Conn.Close()
 	<-b.done
-	return b.Conn.Close()
+	return err
 }

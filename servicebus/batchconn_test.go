@@ -150,23 +150,55 @@ func TestBatchConnDeadlineApplies(t *testing.T) {
 	})
 }
 
-// gateConn holds every write until open is closed, then discards it.
+// gateConn holds every write until open is closed, then discards it; a
+// write held when the conn is closed fails.
 type gateConn struct {
 	net.Conn
-	open chan struct{}
+	open   chan struct{}
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newGateConn(t *testing.T) *gateConn {
+	nc, other := net.Pipe()
+	t.Cleanup(func() { _ = other.Close() })
+	return &gateConn{Conn: nc, open: make(chan struct{}), closed: make(chan struct{})}
 }
 
 func (g *gateConn) Write(p []byte) (int, error) {
-	<-g.open
-	return len(p), nil
+	select {
+	case <-g.open:
+		return len(p), nil
+	case <-g.closed:
+		return 0, net.ErrClosed
+	}
+}
+
+func (g *gateConn) Close() error {
+	g.once.Do(func() { close(g.closed) })
+	return g.Conn.Close()
+}
+
+// TestBatchConnCloseDoesNotWaitForever: when the socket takes nothing,
+// Close gives up on the buffered bytes after closeWait and closes it.
+func TestBatchConnCloseDoesNotWaitForever(t *testing.T) {
+	g := newGateConn(t)
+	b := newBatchConn(g)
+	b.closeWait = 10 * time.Millisecond
+	_, _ = b.Write([]byte("never taken"))
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a socket that takes nothing")
+	}
 }
 
 // TestBatchConnBoundsWhatItHolds: while the socket takes nothing, a writer
 // stops once batchConnLimit bytes are held, and goes on when it does.
 func TestBatchConnBoundsWhatItHolds(t *testing.T) {
-	nc, other := net.Pipe()
-	defer func() { _ = other.Close() }()
-	g := &gateConn{Conn: nc, open: make(chan struct{})}
+	g := newGateConn(t)
 	b := newBatchConn(g)
 	var written atomic.Int64
 	done := make(chan struct{})

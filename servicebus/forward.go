@@ -118,6 +118,9 @@ func (p *peers) conn(ctx context.Context, cc *conn, addr string) (*peerConn, err
 	}
 }
 
+// peerWriteTimeout bounds each write to a peer, as go-amqp's default does.
+const peerWriteTimeout = 30 * time.Second
+
 func (p *peers) dial(pc *peerConn, addr string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -128,7 +131,7 @@ func (p *peers) dial(pc *peerConn, addr string) {
 		pc.err = err
 		return
 	}
-	bc := newBatchConn(nc)
+	bc := amqp.BatchConn(nc, peerWriteTimeout)
 	pc.c, pc.err = goamqp.NewConn(ctx, bc, &goamqp.ConnOptions{
 		SASLType:    goamqp.SASLTypePlain(p.f.KeyName, p.f.Key),
 		HostName:    addr,

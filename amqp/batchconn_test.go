@@ -1,4 +1,4 @@
-package servicebus
+package amqp
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func batchPair(t *testing.T) (*batchConn, *countingConn, net.Conn) {
 		t.Fatal("accept failed")
 	}
 	cc := &countingConn{Conn: nc}
-	b := newBatchConn(cc)
+	b := BatchConn(cc, 0).(*batchConn)
 	t.Cleanup(func() { _ = b.Close(); _ = peer.Close() })
 	return b, cc, peer
 }
@@ -116,7 +116,7 @@ func TestBatchConnCloseWritesWhatIsBuffered(t *testing.T) {
 	if want := bytes.Repeat([]byte("close frame "), 100); !bytes.Equal(got, want) {
 		t.Fatalf("the peer read %d bytes before the end, want %d", len(got), len(want))
 	}
-	if _, err := b.Write([]byte("x")); !errors.Is(err, errBatchConnClosed) {
+	if _, err := b.Write([]byte("x")); !errors.Is(err, errWriterClosed) {
 		t.Fatalf("a write after Close: %v", err)
 	}
 }
@@ -136,16 +136,15 @@ func TestBatchConnErrorIsSticky(t *testing.T) {
 	}
 }
 
-// TestBatchConnDeadlineApplies: a write deadline in the past makes the
-// socket write time out, and that is the error the next Write returns.
-func TestBatchConnDeadlineApplies(t *testing.T) {
+// TestBatchConnWriteTimeoutApplies: with the peer not reading, a socket
+// write times out after the writeTimeout given, and that is the error the
+// next Write returns.
+func TestBatchConnWriteTimeoutApplies(t *testing.T) {
 	b, _, _ := batchPair(t)
-	if err := b.SetWriteDeadline(time.Now().Add(-time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = b.Write([]byte("late"))
-	poll.Until(t, 5*time.Second, "the timeout to show", func() bool {
-		_, err := b.Write([]byte("x"))
+	b.w.writeTimeout = 50 * time.Millisecond
+	chunk := make([]byte, 64<<10)
+	poll.Until(t, 30*time.Second, "the timeout to show", func() bool {
+		_, err := b.Write(chunk)
 		return errors.Is(err, os.ErrDeadlineExceeded)
 	})
 }
@@ -183,7 +182,7 @@ func (g *gateConn) Close() error {
 // Close gives up on the buffered bytes after closeWait and closes it.
 func TestBatchConnCloseDoesNotWaitForever(t *testing.T) {
 	g := newGateConn(t)
-	b := newBatchConn(g)
+	b := BatchConn(g, 0).(*batchConn)
 	b.closeWait = 10 * time.Millisecond
 	_, _ = b.Write([]byte("never taken"))
 	closed := make(chan error, 1)
@@ -199,7 +198,7 @@ func TestBatchConnCloseDoesNotWaitForever(t *testing.T) {
 // stops once batchConnLimit bytes are held, and goes on when it does.
 func TestBatchConnBoundsWhatItHolds(t *testing.T) {
 	g := newGateConn(t)
-	b := newBatchConn(g)
+	b := BatchConn(g, 0).(*batchConn)
 	var written atomic.Int64
 	done := make(chan struct{})
 	chunk := make([]byte, 64<<10)
@@ -217,9 +216,9 @@ func TestBatchConnBoundsWhatItHolds(t *testing.T) {
 	// The first batch is stuck in the socket; the writer fills the next up
 	// to the limit and must then wait.
 	poll.Until(t, 10*time.Second, "the buffer to fill", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return len(b.buf) >= batchConnLimit
+		b.w.mu.Lock()
+		defer b.w.mu.Unlock()
+		return len(b.w.buf) >= batchConnLimit
 	})
 	select {
 	case <-done:

@@ -19,7 +19,9 @@
 // Each connection has one reader goroutine, which decodes frames, updates
 // state and calls the Handler, and one writer goroutine, which flushes a
 // bounded buffer of encoded frames with one system call per batch; there is
-// no goroutine per session, link or delivery. Handler callbacks run on the
+// no goroutine per session, link or delivery. BatchConn lends that writer
+// to a client library that writes each frame with its own system call (the
+// cluster's relay, on go-amqp). Handler callbacks run on the
 // reader goroutine, one at a time per connection, except those an
 // application call causes itself: Conn.Close, Session.End and Detach run
 // the resulting End, Detach and Lost-outcome callbacks on the calling

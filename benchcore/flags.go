@@ -98,11 +98,7 @@ func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, pr
 	// The load generator collects garbage as the broker does: with Go's
 	// default, the SDK's client collected its small heap several times a
 	// second, and on two cores those collections showed as broker latency.
-	headroom := int64(-1)
-	if f.GCHeadroomMB >= 0 {
-		headroom = f.GCHeadroomMB << 20
-	}
-	defer gctune.Start(gctune.Options{Headroom: headroom}).Stop()
+	defer gctune.Start(gctune.Options{Headroom: gctune.HeadroomMiB(f.GCHeadroomMB)}).Stop()
 	opts := Options{BrokerPIDs: procs.Broker, WaitIdle: procs.Idle}
 	if !f.Quiet {
 		opts.Progress = stderr

@@ -130,7 +130,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "busbar serve:", err)
 		return exitError
 	}
-	gc := gctune.Start(gctune.Options{Headroom: headroomBytes(f.gcHeadroomMB)})
+	gc := gctune.Start(gctune.Options{Headroom: gctune.HeadroomMiB(f.gcHeadroomMB)})
 	defer gc.Stop()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -164,14 +164,6 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	log.Info("stopped")
 	return exitOK
-}
-
-// headroomBytes converts --gc-headroom-mb: negative (off) stays negative.
-func headroomBytes(mb int64) int64 {
-	if mb < 0 {
-		return -1
-	}
-	return mb << 20
 }
 
 // commitLinger maps the flag's 0 (no wait) to the store's negative; the

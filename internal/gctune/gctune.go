@@ -44,6 +44,15 @@ type Options struct {
 	Force bool
 }
 
+// HeadroomMiB converts a headroom given in MiB (a command's flag) to
+// Options.Headroom: a negative one, the tuning off, stays negative.
+func HeadroomMiB(mb int64) int64 {
+	if mb < 0 {
+		return -1
+	}
+	return mb << 20
+}
+
 // Tuner adjusts the GC percentage after each collection until Stop.
 type Tuner struct {
 	headroom uint64

@@ -91,3 +91,11 @@ func waitPercent(t *testing.T, ok func(int) bool, what string) {
 	t.Helper()
 	poll.Until(t, 10*time.Second, what, func() bool { return ok(currentPercent()) })
 }
+
+func TestHeadroomMiB(t *testing.T) {
+	for mb, want := range map[int64]int64{-1: -1, -7: -1, 0: 0, 1: 1 << 20, 128: DefaultHeadroom} {
+		if got := HeadroomMiB(mb); got != want {
+			t.Errorf("HeadroomMiB(%d) = %d, want %d", mb, got, want)
+		}
+	}
+}

@@ -155,7 +155,7 @@ type Store struct {
 	drainOnce sync.Once
 
 	committer committer
-	fs        *syncCountingFS // counts the WAL's fsyncs and makes them
+	fs        *syncCountingFS // the WAL files' file system: counts their fsyncs, makes large groups' through the ring
 	watches   store.Watchers
 	space     spaceGuard
 

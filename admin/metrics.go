@@ -40,6 +40,7 @@ type Metrics struct {
 	lockExpired  *prometheus.CounterVec
 
 	commitLatency prometheus.Histogram
+	walSync       prometheus.Histogram
 	commitOps     prometheus.Histogram
 
 	requests        *prometheus.CounterVec
@@ -71,6 +72,9 @@ func NewMetrics() *Metrics {
 	m.commitLatency = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "busbar_store_commit_seconds",
 		Help:    "Latency of store commits (one group commit, fsync included).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)})
+	m.walSync = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "busbar_store_wal_sync_seconds",
+		Help:    "Duration of the embedded store's write-ahead-log fsyncs: the disk's part of a commit's latency.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
 	m.commitOps = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "busbar_store_commit_batch_ops",
 		Help:    "Operations per store commit (group-commit batch size).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 14)})
@@ -79,7 +83,7 @@ func NewMetrics() *Metrics {
 	m.requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "busbar_admin_request_seconds",
 		Help: "Latency of management API requests, by operation.", Buckets: prometheus.DefBuckets}, []string{"operation"})
 	m.reg.MustRegister(m.connections, m.connectionsTotal, m.links, m.messagesIn, m.messagesOut, m.deadLettered,
-		m.lockExpired, m.commitLatency, m.commitOps, m.requests, m.requestDuration,
+		m.lockExpired, m.commitLatency, m.walSync, m.commitOps, m.requests, m.requestDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -189,6 +193,15 @@ func (m *Metrics) ObserveCommit(latency time.Duration, ops int) {
 	}
 	m.commitLatency.Observe(latency.Seconds())
 	m.commitOps.Observe(float64(ops))
+}
+
+// ObserveWALSync records the duration of one fsync of the embedded store's
+// write-ahead log.
+func (m *Metrics) ObserveWALSync(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.walSync.Observe(d.Seconds())
 }
 
 func (m *Metrics) observeRequest(operation, method string, status int, d time.Duration) {

@@ -72,6 +72,8 @@ func TestMetrics(t *testing.T) {
 	e.metrics.LinkAttached("sender")
 	e.metrics.LinkDetached("sender")
 	e.metrics.ObserveCommit(3*time.Millisecond, 16)
+	e.metrics.ObserveWALSync(300 * time.Microsecond)
+	e.metrics.ObserveWALSync(5 * time.Millisecond)
 
 	info, err := e.b.GetQueue(ctx, "jobs")
 	if err != nil {
@@ -98,6 +100,9 @@ func TestMetrics(t *testing.T) {
 		`busbar_links{role="sender"} 1`,
 		`busbar_store_commit_seconds_count 1`,
 		`busbar_store_commit_batch_ops_sum 16`,
+		`busbar_store_wal_sync_seconds_bucket{le="0.0004"} 1`,
+		`busbar_store_wal_sync_seconds_bucket{le="0.0064"} 2`,
+		`busbar_store_wal_sync_seconds_count 2`,
 		`busbar_store_fsyncs_total `+itoa(int64(stats.Syncs)),
 		`busbar_store_commits_total `+itoa(int64(stats.Commits)),
 		`busbar_admin_requests_total{code="201",method="PUT",operation="entity"} 2`,
@@ -132,6 +137,7 @@ func TestNilMetricsIsANoOp(t *testing.T) {
 	m.DeadLettered("q", "r")
 	m.LockExpired("q")
 	m.ObserveCommit(time.Millisecond, 1)
+	m.ObserveWALSync(time.Millisecond)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -200,6 +200,7 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 		ps, err := pebble.Open(opts.DataDir+"/store", pebble.Options{
 			Logger:       s.log.With("component", "store"),
 			OnCommit:     func(ops int, d time.Duration) { s.metrics.ObserveCommit(d, ops) },
+			OnSync:       func(d time.Duration) { s.metrics.ObserveWALSync(d) },
 			MinFreeBytes: opts.MinFreeBytes,
 			Linger:       opts.CommitLinger,
 		})

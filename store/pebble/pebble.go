@@ -80,6 +80,11 @@ type Options struct {
 	// latency of the group. It runs on the committer's goroutine and must
 	// return quickly (update a histogram, no I/O).
 	OnCommit func(batchOps int, d time.Duration)
+	// OnSync, when set, is called after every fsync of the write-ahead log
+	// with how long the fsync took: the disk's part of a commit's latency,
+	// without the gathering and queueing OnCommit's latency includes. It
+	// runs on Pebble's WAL writer and must return quickly.
+	OnSync func(d time.Duration)
 
 	// fs replaces the OS file system in tests.
 	fs vfs.FS
@@ -177,7 +182,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	s := &Store{dir: dir, opts: opts, drained: make(chan struct{})}
-	s.fs = &syncCountingFS{FS: opts.fs}
+	s.fs = &syncCountingFS{FS: opts.fs, onSync: opts.OnSync}
 	if opts.fs == vfs.Default {
 		var err error
 		if s.fs.ring, err = uring.New(); err != nil {

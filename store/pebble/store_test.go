@@ -151,6 +151,69 @@ func TestGroupCommitMergesWaitingBatches(t *testing.T) {
 	}
 }
 
+// TestOnSyncTimesEachWALSync holds one WAL fsync for a while and checks
+// that OnSync is called once per fsync (Stats.Syncs) and that the held one
+// reports at least the time it was held.
+func TestOnSyncTimesEachWALSync(t *testing.T) {
+	gate := newGateFS()
+	var mu sync.Mutex
+	var durations []time.Duration
+	s, err := Open(t.TempDir(), Options{fs: gate, OnSync: func(d time.Duration) {
+		mu.Lock()
+		durations = append(durations, d)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	before := s.Stats().Syncs // Open may sync the WAL too
+	mu.Lock()
+	opened := len(durations)
+	mu.Unlock()
+	if uint64(opened) != before {
+		t.Fatalf("OnSync called %d times for the %d syncs of Open", opened, before)
+	}
+
+	gate.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- commitOne(s, "held") }()
+	<-gate.entered
+	heldFrom := time.Now()
+	const hold = 5 * time.Millisecond // the fsync's duration is what is measured here
+	poll.Until(t, 30*time.Second, "the fsync held for 5 ms", func() bool { return time.Since(heldFrom) >= hold })
+	select {
+	case err := <-done:
+		t.Fatalf("commit returned (%v) while its fsync was held", err)
+	default:
+	}
+	close(gate.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := commitOne(s, "free"); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	got := slices.Clone(durations[opened:])
+	mu.Unlock()
+	if want := s.Stats().Syncs - before; uint64(len(got)) != want {
+		t.Fatalf("OnSync called %d times for %d WAL syncs", len(got), want)
+	}
+	if len(got) < 2 {
+		t.Fatalf("OnSync called %d times for two commits", len(got))
+	}
+	if got[0] < hold {
+		t.Errorf("the held fsync reported %v, less than the %v it was held", got[0], hold)
+	}
+	for i, d := range got {
+		if d <= 0 {
+			t.Errorf("fsync %d reported %v", i, d)
+		}
+	}
+}
+
 func TestLingerWaitsForReturningCallers(t *testing.T) {
 	// With a linger far beyond the test's run time, the committer must
 	// gather the second round of all ten callers as one group, and must

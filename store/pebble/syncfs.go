@@ -3,6 +3,7 @@ package pebble
 import (
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -24,6 +25,7 @@ type syncCountingFS struct {
 	ring      *uring.Syncer
 	busy      atomic.Bool
 	ringSyncs atomic.Uint64
+	onSync    func(time.Duration) // Options.OnSync
 }
 
 // ringMinOps is the size of a group commit, in operations, from which its
@@ -74,6 +76,7 @@ func (f *syncCountingFile) Sync() error {
 	if skipWALSync {
 		return nil
 	}
+	defer f.fs.timeSync(time.Now())
 	return f.File.Sync()
 }
 
@@ -83,11 +86,19 @@ func (f *syncCountingFile) SyncData() error {
 	if skipWALSync {
 		return nil
 	}
+	defer f.fs.timeSync(time.Now())
 	if f.fs.ring != nil && f.fs.busy.Load() {
 		f.fs.ringSyncs.Add(1)
 		return f.fs.ring.Fdatasync(f.File.Fd())
 	}
 	return f.File.SyncData()
+}
+
+// timeSync reports the duration of an fsync that started at start.
+func (fs *syncCountingFS) timeSync(start time.Time) {
+	if fs.onSync != nil {
+		fs.onSync(time.Since(start))
+	}
 }
 
 // SyncTo implements vfs.File; only the busbar_ackbeforesync build changes

@@ -88,6 +88,8 @@ type Options struct {
 
 	// fs replaces the OS file system in tests.
 	fs vfs.FS
+	// spaceEvery replaces spaceCheckEvery in tests.
+	spaceEvery time.Duration
 	// afterRelease, in tests, runs after a group's callers are released.
 	afterRelease func()
 }

@@ -35,7 +35,11 @@ func (s *Store) startSpaceGuard() {
 	s.readSpace()
 	go func() {
 		defer close(g.stopped)
-		t := time.NewTicker(spaceCheckEvery)
+		every := s.opts.spaceEvery
+		if every == 0 {
+			every = spaceCheckEvery
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

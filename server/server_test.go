@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -168,3 +170,44 @@ func TestDamagedKeyFileIsReported(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestStoreMetricsAreExported: the embedded store's commit and WAL fsync
+// histograms reach /metrics once something is committed.
+func TestStoreMetricsAreExported(t *testing.T) {
+	s := start(t, t.TempDir(), nil)
+	defer stop(t, s)
+	ctx := context.Background()
+	if err := s.Broker().CreateQueue(ctx, "q", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Broker().Send(ctx, "q", []*broker.Message{{Body: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + s.HTTPAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"busbar_store_wal_sync_seconds_count", "busbar_store_commit_seconds_count"} {
+		n, ok := metricValue(string(body), name)
+		if !ok || n < 1 {
+			t.Errorf("%s: %v (found %v), want at least 1", name, n, ok)
+		}
+	}
+}
+
+// metricValue returns the value of an unlabelled sample in a Prometheus
+// exposition.
+func metricValue(exposition, name string) (float64, bool) {
+	for _, line := range strings.Split(exposition, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,6 +1,7 @@
 package benchcore
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -100,6 +101,12 @@ type Options struct {
 	// later) is not written back during the next broker's run, in front of
 	// its fsyncs. Empty: neither.
 	WaitIdle []int
+	// LatencyLog, when set, receives a line per first delivery: when it
+	// was received (Unix time in nanoseconds) and its latency in
+	// nanoseconds, in the order the consumers recorded them. A tail is a
+	// few messages in a hundred; the log shows whether they come alone or
+	// in clusters, and when, to set beside the broker's own timings.
+	LatencyLog io.Writer
 }
 
 // IdleLimit is how long Run waits for Options.WaitIdle; a run that finds
@@ -182,6 +189,10 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	}
 	cpu := StartCPU(e.o.BrokerPIDs)
 	e.epoch = time.Now()
+	var latLog *latencyLog
+	if e.o.LatencyLog != nil {
+		latLog = newLatencyLog(e.o.LatencyLog, e.epoch)
+	}
 
 	// Consumers.
 	cctx, stopConsumers := context.WithCancel(ctx)
@@ -210,6 +221,7 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 					mu.Lock()
 					h.Record(now - hdr.Intended)
 					mu.Unlock()
+					latLog.record(now, now-hdr.Intended)
 					storeMax(&e.lastRecv, int64(now))
 				}
 				return Delivery{Outcome: out, Keyed: hdr.Keyed, Key: hdr.Key, Last: hdr.Last}
@@ -246,6 +258,9 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	usage := cpu.Usage()
 	if runErr != nil {
 		return nil, runErr
+	}
+	if err := latLog.flush(); err != nil {
+		return nil, fmt.Errorf("latency log: %w", err)
 	}
 
 	var all Histogram
@@ -499,4 +514,49 @@ func closeAll[T interface{ Close() error }](xs []T) {
 			_ = x.Close()
 		}
 	}
+}
+
+// latencyLog writes Options.LatencyLog: one line per first delivery, from
+// every consumer, through one buffer.
+type latencyLog struct {
+	mu    sync.Mutex
+	w     *bufio.Writer
+	epoch int64 // the run's epoch, Unix nanoseconds
+	line  []byte
+	err   error
+}
+
+func newLatencyLog(w io.Writer, epoch time.Time) *latencyLog {
+	return &latencyLog{w: bufio.NewWriterSize(w, 64<<10), epoch: epoch.UnixNano()}
+}
+
+// record logs a delivery received at the run's offset at, with latency lat.
+// A nil log records nothing.
+func (l *latencyLog) record(at, lat time.Duration) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	l.line = strconv.AppendInt(l.line[:0], l.epoch+int64(at), 10)
+	l.line = append(l.line, ' ')
+	l.line = strconv.AppendInt(l.line, int64(lat), 10)
+	l.line = append(l.line, '\n')
+	_, l.err = l.w.Write(l.line)
+}
+
+// flush writes what is buffered and returns the first write error.
+func (l *latencyLog) flush() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	return l.err
 }

@@ -1,7 +1,11 @@
 package benchcore
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +111,41 @@ func TestRunUnkeyedDeliversEverything(t *testing.T) {
 	}
 	if r.MsgPerSec <= 0 || r.MBPerSec <= 0 {
 		t.Fatalf("throughput %v msg/s %v MB/s, want positive", r.MsgPerSec, r.MBPerSec)
+	}
+}
+
+// TestLatencyLogHasALinePerFirstDelivery: Options.LatencyLog gets one line
+// per first delivery, its receive time within the run and its latency the
+// one the histogram recorded.
+func TestLatencyLogHasALinePerFirstDelivery(t *testing.T) {
+	var log bytes.Buffer
+	start := time.Now()
+	r, err := Run(context.Background(), Workload{Producers: 2, Consumers: 3, Inflight: 2, Count: 500, Rate: 5000},
+		newMem(), Options{LatencyLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now()
+	lines := strings.Split(strings.TrimSuffix(log.String(), "\n"), "\n")
+	if len(lines) != 500 || r.Latency.Count != 500 {
+		t.Fatalf("%d lines for %d first deliveries, want 500", len(lines), r.Latency.Count)
+	}
+	var maxLat time.Duration
+	for i, line := range lines {
+		var at, lat int64
+		if n, err := fmt.Sscanf(line, "%d %d", &at, &lat); n != 2 || err != nil {
+			t.Fatalf("line %d %q: %v", i, line, err)
+		}
+		if at < start.UnixNano() || at > end.UnixNano() {
+			t.Fatalf("line %d: received at %d, outside the run (%d to %d)", i, at, start.UnixNano(), end.UnixNano())
+		}
+		if lat < 0 {
+			t.Fatalf("line %d: latency %d", i, lat)
+		}
+		maxLat = max(maxLat, time.Duration(lat))
+	}
+	if got := float64(maxLat) / 1e6; math.Abs(got-r.Latency.Max) > 0.001 {
+		t.Errorf("the log's largest latency is %.4f ms, the histogram's maximum %.4f ms", got, r.Latency.Max)
 	}
 }
 

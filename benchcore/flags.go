@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ type CommonFlags struct {
 	Quiet      bool
 	BrokerPIDs string
 	IdlePIDs   string
+	// LatencyLog is a file for Options.LatencyLog ("" for none).
+	LatencyLog string
 	// GCHeadroomMB is the load generator's own garbage-collector headroom
 	// (gctune), the broker's default unless set: -1 is Go's default.
 	GCHeadroomMB int64
@@ -46,6 +49,7 @@ func (f *CommonFlags) Register(fs *flag.FlagSet) {
 	fs.StringVar(&f.BrokerPIDs, "broker-pid", "", "comma-separated pids of the broker's processes, to record its CPU use (with descendants)")
 	fs.Int64Var(&f.GCHeadroomMB, "gc-headroom-mb", gctune.DefaultHeadroom>>20,
 		"the load generator's garbage-collector headroom in MiB, as busbar serve's flag of that name (default the broker's; -1: Go's default, as does setting GOGC)")
+	fs.StringVar(&f.LatencyLog, "latency-log", "", "write every first delivery's receive time (Unix ns) and latency (ns) to this file, a line each")
 	fs.StringVar(&f.IdlePIDs, "wait-idle", "", "comma-separated pids: before the run, wait (at most 15 s) until they and their descendants use under 2% of a core, then write the system's dirty pages back (sync)")
 }
 
@@ -103,7 +107,20 @@ func (f *CommonFlags) RunAndReport(ctx context.Context, w Workload, d Driver, pr
 	if !f.Quiet {
 		opts.Progress = stderr
 	}
+	var logFile *os.File
+	if f.LatencyLog != "" {
+		var err error
+		if logFile, err = os.Create(f.LatencyLog); err != nil {
+			return nil, fmt.Errorf("--latency-log: %w", err)
+		}
+		opts.LatencyLog = logFile
+	}
 	r, err := Run(ctx, w, d, opts)
+	if logFile != nil {
+		if cerr := logFile.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("--latency-log: %w", cerr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

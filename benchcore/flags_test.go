@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime/debug"
 	"runtime/metrics"
@@ -129,5 +130,36 @@ func TestLoadGeneratorTunesItsGC(t *testing.T) {
 		if after := debug.SetGCPercent(before); after != 100 {
 			t.Errorf("--gc-headroom-mb %q: GC percentage %d after the run, want 100 restored", tc.headroom, after)
 		}
+	}
+}
+
+// TestLatencyLogFlag: --latency-log writes a line per delivery to the file
+// it names, and a file that cannot be created fails the run before it
+// starts.
+func TestLatencyLogFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "latency.log")
+	f, err := parse(t, "--count", "50", "--quiet", "--latency-log", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := f.Workload()
+	if _, err := f.RunAndReport(context.Background(), w, newMem(), Processes{}, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), "\n"); n != 50 {
+		t.Errorf("%d lines for 50 messages", n)
+	}
+
+	f, err = parse(t, "--count", "50", "--quiet", "--latency-log", filepath.Join(t.TempDir(), "no", "such", "dir"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newMem()
+	if _, err := f.RunAndReport(context.Background(), w, d, Processes{}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "--latency-log") {
+		t.Errorf("an uncreatable --latency-log: %v, want its error", err)
 	}
 }

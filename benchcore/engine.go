@@ -256,11 +256,12 @@ func (e *engine) run1(ctx context.Context) (*Result, error) {
 	close(progressDone)
 	pwg.Wait()
 	usage := cpu.Usage()
+	logErr := latLog.flush() // a failed run's log is the one most worth reading
 	if runErr != nil {
 		return nil, runErr
 	}
-	if err := latLog.flush(); err != nil {
-		return nil, fmt.Errorf("latency log: %w", err)
+	if logErr != nil {
+		return nil, fmt.Errorf("latency log: %w", logErr)
 	}
 
 	var all Histogram

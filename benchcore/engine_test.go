@@ -3,6 +3,7 @@ package benchcore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -19,14 +20,15 @@ type memDriver struct {
 	// stallAt, when ≥ 0, makes the send carrying that id sleep for stall.
 	stallAt int64
 	stall   time.Duration
-	// lose drops the message with this id; dup delivers it twice.
-	lose, dup int64
+	// lose drops the message with this id; dup delivers it twice; failAt
+	// fails the send that carries it.
+	lose, dup, failAt int64
 	// swapKey0 delivers key 0's first two messages in reverse order.
 	swapKey0 bool
 	held     atomic.Pointer[[]byte]
 }
 
-func newMem() *memDriver { return &memDriver{stallAt: -1, lose: -1, dup: -1} }
+func newMem() *memDriver { return &memDriver{stallAt: -1, lose: -1, dup: -1, failAt: -1} }
 
 func (d *memDriver) Info() Info { return Info{Broker: "mem", Client: "chan", Durability: "none"} }
 
@@ -54,6 +56,9 @@ func (p memProducer) Send(_ context.Context, msgs []Outgoing) error {
 	d := p.d
 	for _, m := range msgs {
 		h, _ := DecodeHeader(m.Body)
+		if int64(h.ID) == d.failAt {
+			return errors.New("send refused")
+		}
 		if int64(h.ID) == d.stallAt {
 			time.Sleep(d.stall)
 		}
@@ -146,6 +151,21 @@ func TestLatencyLogHasALinePerFirstDelivery(t *testing.T) {
 	}
 	if got := float64(maxLat) / 1e6; math.Abs(got-r.Latency.Max) > 0.001 {
 		t.Errorf("the log's largest latency is %.4f ms, the histogram's maximum %.4f ms", got, r.Latency.Max)
+	}
+}
+
+// TestLatencyLogOfAFailedRun: a run that fails still leaves the lines of
+// the deliveries it had.
+func TestLatencyLogOfAFailedRun(t *testing.T) {
+	var log bytes.Buffer
+	d := newMem()
+	d.failAt = 300
+	_, err := Run(context.Background(), Workload{Producers: 1, Consumers: 1, Count: 500, Rate: 5000}, d, Options{LatencyLog: &log})
+	if err == nil {
+		t.Fatal("the run with a refused send did not fail")
+	}
+	if n := strings.Count(log.String(), "\n"); n == 0 || n > 300 {
+		t.Fatalf("%d lines logged by a run that failed at message 300, want 1 to 300", n)
 	}
 }
 

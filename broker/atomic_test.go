@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,19 +124,40 @@ func TestDeadLetterOfMainAndDeadLetteredMessageChangesNothing(t *testing.T) {
 
 // flakyStore fails reads of message bodies on demand, to make the one step
 // of a settlement that can fail after its checks (reading the message to
-// change its properties) fail.
+// change its properties) fail. It counts the reads of message records.
 type flakyStore struct {
 	*memstore.Store
 	failGets atomic.Bool
+	// gets counts Get calls for message records; getManys the GetMany calls
+	// with one or more, and manyKeys their keys.
+	gets, getManys, manyKeys atomic.Int64
 }
 
 var errInjected = errors.New("injected read failure")
 
+// isMessageRecord says whether k may hold a message's record: its index
+// record's value while it is inline, its body key after a rewrite.
+func isMessageRecord(k []byte) bool { return len(k) > 0 && (k[0] == kBody || k[0] == kMessage) }
+
 func (f *flakyStore) Get(ctx context.Context, k []byte) ([]byte, error) {
-	if f.failGets.Load() && len(k) > 0 && (k[0] == kBody || k[0] == kMessage) { // a message record is under either
-		return nil, errInjected
+	if isMessageRecord(k) {
+		f.gets.Add(1)
+		if f.failGets.Load() {
+			return nil, errInjected
+		}
 	}
 	return f.Store.Get(ctx, k)
+}
+
+func (f *flakyStore) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if slices.ContainsFunc(keys, isMessageRecord) {
+		f.getManys.Add(1)
+		f.manyKeys.Add(int64(len(keys)))
+		if f.failGets.Load() {
+			return nil, errInjected
+		}
+	}
+	return f.Store.GetMany(ctx, keys)
 }
 
 // newFlakyEnv is an env whose broker caches no bodies, over a flakyStore.

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -65,6 +64,7 @@ type Consumer struct {
 	out      []outItem
 	outBuf   []outItem // out's buffer from its front: push starts there again when out empties
 	flushing bool
+	run      []outItem // the deliveries flush is handing out (takeReady); only the flushing goroutine uses it
 	idle     *sync.Cond
 }
 
@@ -81,6 +81,10 @@ type outItem struct {
 type lazyBody struct {
 	eid uint64
 	m   *msgIdx
+	// split is m.split when the delivery was stamped, under the queue's
+	// lock (it only ever turns true): a split message's record is read
+	// from its body key at once; a stale false costs a second read.
+	split bool
 }
 
 // pendingCommit marks deliveries that wait for a store commit
@@ -290,40 +294,94 @@ func (c *Consumer) flush() {
 		return
 	}
 	c.flushing = true
-	for len(c.out) > 0 {
+	for {
+		run := c.takeReady()
+		if len(run) == 0 {
+			break
+		}
+		c.omu.Unlock()
+		c.deliverRun(run)
+		c.omu.Lock()
+	}
+	if len(c.out) == 0 {
+		c.out = nil
+	}
+	c.flushing = false
+	c.idle.Broadcast()
+	c.omu.Unlock()
+}
+
+// flushRun and flushRunBytes bound the deliveries flush takes at once: the
+// bodies it reads together, and what they may hold in memory before the
+// first of them goes out (always at least one).
+const (
+	flushRun      = 32
+	flushRunBytes = 4 << 20
+)
+
+// takeReady moves the deliveries at the front of c.out that may go out now
+// into c.run and returns them. It stops at one whose receive-and-delete
+// commit is still pending (the committing goroutine flushes again) and
+// drops those whose commit failed. c.omu is held, and c.flushing set.
+func (c *Consumer) takeReady() []outItem {
+	run := c.run[:0]
+	var size int64
+	for len(c.out) > 0 && len(run) < flushRun {
 		it := c.out[0]
 		if it.pc != nil {
-			switch it.pc.state.Load() {
-			case 0:
-				c.flushing = false
-				c.idle.Broadcast()
-				c.omu.Unlock()
-				return
-			case 2:
+			state := it.pc.state.Load()
+			if state == 0 {
+				break
+			}
+			if state == 2 {
 				c.out[0] = outItem{}
 				c.out = c.out[1:]
 				continue
 			}
 		}
+		if it.lazy != nil {
+			if size += int64(it.lazy.m.size); size > flushRunBytes && len(run) > 0 {
+				break
+			}
+		}
 		c.out[0] = outItem{}
 		c.out = c.out[1:]
-		c.omu.Unlock()
+		run = append(run, it)
+	}
+	c.run = run
+	return run
+}
+
+// deliverRun reads the bodies run's deliveries still need, together, and
+// hands each to Deliver in order.
+func (c *Consumer) deliverRun(run []outItem) {
+	var outs []*Message
+	var lazies []*lazyBody
+	for _, it := range run {
 		if it.lazy != nil {
-			if err := c.b.fill(it.m, it.lazy); err != nil {
+			outs, lazies = append(outs, it.m), append(lazies, it.lazy)
+		}
+	}
+	var errs []error
+	if len(lazies) > 0 {
+		errs = c.b.fill(outs, lazies)
+	}
+	j := 0
+	for i := range run {
+		it := run[i]
+		run[i] = outItem{}
+		if it.lazy != nil {
+			err := errs[j]
+			j++
+			if err != nil {
 				// The message stays locked to this consumer until its lock
 				// expires, and is then delivered again.
 				c.b.log.Error("cannot read a message to deliver it", "entity", c.path, "seq", it.m.SequenceNumber, "err", err)
-				c.omu.Lock()
 				continue
 			}
 		}
 		c.opts.Deliver(it.m)
-		c.omu.Lock()
 	}
-	c.out = nil
-	c.flushing = false
-	c.idle.Broadcast()
-	c.omu.Unlock()
 }
 
 // waitFlushed waits until every queued delivery has been handed to
@@ -450,7 +508,7 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 	var lazy *lazyBody
 	base := q.b.cache.get(m)
 	if base == nil {
-		base, lazy = &Message{}, &lazyBody{q.ent.id, m}
+		base, lazy = &Message{}, &lazyBody{q.ent.id, m, m.split}
 	}
 	out := stampInto(q.deliveryCopy(), base, m)
 	if c.opts.Mode == PeekLock {
@@ -478,60 +536,122 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 
 // loadBody returns the stored message (headers, properties, body) of index
 // entry m of entity eid, from the cache or the store (caching it). It must
-// not be called with a queue's lock held.
+// not be called with a queue's lock held, and m must be pending (nothing
+// else changes it meanwhile).
 func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
-	if c := b.cache.get(m); c != nil {
-		return c, nil
-	}
-	rec, err := b.readRecord(context.Background(), eid, m)
-	if err != nil {
-		return nil, fmt.Errorf("read message %d of entity %d: %w", m.bodyRef, eid, err)
-	}
-	msg, err := decodeMessage(rec)
-	if err != nil {
-		return nil, err
-	}
-	b.cache.put(m, msg)
-	return msg, nil
+	msgs, errs := b.loadBodies([]*lazyBody{{eid, m, m.split}})
+	return msgs[0], errs[0]
 }
 
-// readRecord reads the stored message record of index entry m of entity
-// eid: from its index record's value while it is inline, else from its
-// body key (where a rewrite puts it, in the same commit that replaces or
-// deletes the inline value).
-func (b *Broker) readRecord(ctx context.Context, eid uint64, m *msgIdx) ([]byte, error) {
-	if !m.inline {
-		return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
+// loadBodies is loadBody for several index entries: msgs[i] is ls[i]'s
+// message, or nil with errs[i] saying why. The messages not cached are
+// read with one store call (GetMany), and a second for those whose records
+// a rewrite split: a consumer catching up on a backlog larger than the
+// cache reads its deliveries' bodies together, not one lookup each. It
+// must not be called with a queue's lock held.
+//
+// A message's record is in its index record's value while it is inline,
+// else under its body key, where a rewrite puts it in the same commit that
+// replaces or deletes the inline value.
+func (b *Broker) loadBodies(ls []*lazyBody) (msgs []*Message, errs []error) {
+	msgs, errs = make([]*Message, len(ls)), make([]error, len(ls))
+	recs := make([][]byte, len(ls))
+	var keys [][]byte
+	var idx []int // ls's index of each of keys
+	for i, l := range ls {
+		if c := b.cache.get(l.m); c != nil {
+			msgs[i] = c
+			continue
+		}
+		if l.m.inline && !l.split {
+			keys = append(keys, msgKey(l.eid, l.m.home, l.m.seq))
+		} else {
+			keys = append(keys, key2(kBody, l.eid, l.m.bodyRef))
+		}
+		idx = append(idx, i)
 	}
-	v, err := b.st.Get(ctx, msgKey(eid, m.home, m.seq))
-	if errors.Is(err, store.ErrNotFound) { // split and moved
-		return b.st.Get(ctx, key2(kBody, eid, m.bodyRef))
+	readErr := func(i int, err error) error {
+		return fmt.Errorf("read message %d of entity %d: %w", ls[i].m.bodyRef, ls[i].eid, err)
 	}
-	if err != nil {
-		return nil, err
+	var split []int // those whose record a rewrite moved to the body key
+	if len(keys) > 0 {
+		vals, err := b.st.GetMany(context.Background(), keys)
+		for j, i := range idx {
+			atBody := !ls[i].m.inline || ls[i].split
+			switch {
+			case err != nil:
+				errs[i] = readErr(i, err)
+			case atBody && vals[j] == nil:
+				errs[i] = readErr(i, store.ErrNotFound)
+			case atBody:
+				recs[i] = vals[j]
+			case vals[j] == nil:
+				split = append(split, i) // and its inline value moved on
+			default:
+				mm, rec, derr := decodeMetaRecord(vals[j])
+				switch {
+				case derr != nil:
+					errs[i] = readErr(i, derr)
+				case mm.inline:
+					recs[i] = rec
+				default:
+					split = append(split, i) // in place
+				}
+			}
+		}
 	}
-	mm, rec, err := decodeMetaRecord(v)
-	if err != nil || mm.inline {
-		return rec, err
+	if len(split) > 0 {
+		keys = keys[:0]
+		for _, i := range split {
+			keys = append(keys, key2(kBody, ls[i].eid, ls[i].m.bodyRef))
+		}
+		vals, err := b.st.GetMany(context.Background(), keys)
+		for j, i := range split {
+			switch {
+			case err != nil:
+				errs[i] = readErr(i, err)
+			case vals[j] == nil:
+				errs[i] = readErr(i, store.ErrNotFound)
+			default:
+				recs[i] = vals[j]
+			}
+		}
 	}
-	return b.st.Get(ctx, key2(kBody, eid, m.bodyRef)) // split in place
+	for _, i := range idx {
+		if errs[i] != nil {
+			continue
+		}
+		msg, err := decodeMessage(recs[i])
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		b.cache.put(ls[i].m, msg)
+		msgs[i] = msg
+	}
+	return msgs, errs
 }
 
-// fill completes a delivery stamped without its body (lazyBody).
-func (b *Broker) fill(out *Message, l *lazyBody) error {
-	base, err := b.loadBody(l.eid, l.m)
-	if err != nil {
-		return err
+// fill completes deliveries stamped without their bodies: outs[i] with
+// ls[i]'s stored message, read together (loadBodies). errs[i] is nil for
+// each one completed.
+func (b *Broker) fill(outs []*Message, ls []*lazyBody) (errs []error) {
+	bases, errs := b.loadBodies(ls)
+	for i, base := range bases {
+		if base == nil {
+			continue
+		}
+		out := outs[i]
+		full := *base
+		full.SequenceNumber, full.EnqueuedTime = out.SequenceNumber, out.EnqueuedTime
+		full.DeliveryCount, full.State, full.ExpiresAt = out.DeliveryCount, out.State, out.ExpiresAt
+		full.LockToken, full.LockedUntil = out.LockToken, out.LockedUntil
+		if !out.ScheduledEnqueueTime.IsZero() {
+			full.ScheduledEnqueueTime = out.ScheduledEnqueueTime
+		}
+		*out = full
 	}
-	full := *base
-	full.SequenceNumber, full.EnqueuedTime = out.SequenceNumber, out.EnqueuedTime
-	full.DeliveryCount, full.State, full.ExpiresAt = out.DeliveryCount, out.State, out.ExpiresAt
-	full.LockToken, full.LockedUntil = out.LockToken, out.LockedUntil
-	if !out.ScheduledEnqueueTime.IsZero() {
-		full.ScheduledEnqueueTime = out.ScheduledEnqueueTime
-	}
-	*out = full
-	return nil
+	return errs
 }
 
 // stamp returns a copy of base with m's broker fields.
@@ -603,10 +723,18 @@ func (b *Broker) finishRD(w *work) error {
 	bt := w.rdBt
 	w.rd, w.pc, w.rdBt = nil, nil, batchBuf{}
 	var err error
+	var outs []*Message
+	var lazies []*lazyBody
 	for _, it := range rd {
 		if it.lazy != nil {
-			if err = b.fill(it.out, it.lazy); err != nil {
-				break // none is deleted: the messages stay in the queue
+			outs, lazies = append(outs, it.out), append(lazies, it.lazy)
+		}
+	}
+	if len(lazies) > 0 {
+		for _, ferr := range b.fill(outs, lazies) {
+			if ferr != nil {
+				err = ferr // none is deleted: the messages stay in the queue
+				break
 			}
 		}
 	}

@@ -130,9 +130,13 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 		q.mu.Unlock()
 		return nil, err
 	}
-	bases := make([]*Message, len(ms))
+	ls := make([]*lazyBody, len(ms))
 	for i, m := range ms {
-		if bases[i], err = b.loadBody(e.id, m); err != nil {
+		ls[i] = &lazyBody{e.id, m, m.split} // pending: nothing changes m meanwhile
+	}
+	bases, errs := b.loadBodies(ls)
+	for _, err := range errs {
+		if err != nil {
 			return fail(err)
 		}
 	}

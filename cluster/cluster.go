@@ -632,6 +632,10 @@ func (f fenced) Commit(ctx context.Context, b *store.Batch) error {
 
 func (f fenced) Get(ctx context.Context, key []byte) ([]byte, error) { return f.n.st.Get(ctx, key) }
 
+func (f fenced) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	return f.n.st.GetMany(ctx, keys)
+}
+
 func (f fenced) Scan(ctx context.Context, start, end []byte, fn func(key, value []byte) error) error {
 	return f.n.st.Scan(ctx, start, end, fn)
 }

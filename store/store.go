@@ -69,6 +69,13 @@ type Store interface {
 	Commit(ctx context.Context, b *Batch) error
 	// Get returns a copy of the value stored under key, or ErrNotFound.
 	Get(ctx context.Context, key []byte) ([]byte, error)
+	// GetMany returns copies of the values stored under keys, in the order
+	// of keys, all read from one consistent view of the store: nil for a
+	// missing key, an empty non-nil slice for an empty value. Keys may come
+	// in any order and repeat. It is what to call for several keys at once:
+	// one round trip to a shared backend, and one iterator over the
+	// embedded store instead of one lookup per key.
+	GetMany(ctx context.Context, keys [][]byte) ([][]byte, error)
 	// Scan calls fn for each key in [start, end) in ascending order (end nil:
 	// to the end of the keyspace). key and value are valid only during the
 	// call and must not be modified. A non-nil error from fn stops the scan

@@ -214,6 +214,26 @@ func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
 	return v, nil
 }
 
+// GetMany returns copies of the values stored under keys (nil for a missing
+// key), read under one hold of the lock.
+func (s *Store) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if s.closed.Load() {
+		return nil, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	s.d.mu.RLock()
+	defer s.d.mu.RUnlock()
+	for i, k := range keys {
+		if n := s.d.list.get(k); n != nil {
+			out[i] = append(make([]byte, 0, len(n.value)), n.value...)
+		}
+	}
+	return out, nil
+}
+
 // Scan calls fn for each key in [start, end) in ascending order; a nil end
 // means the end of the keyspace. fn receives copies, so a misbehaving fn that
 // modifies them cannot corrupt the store. The scan is not a snapshot: it

@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,7 +141,7 @@ type Store struct {
 }
 
 type queries struct {
-	get, scanBounded, scanOpen, set, del, delRange, lockCond, readCond string
+	get, getMany, scanBounded, scanOpen, set, del, delRange, lockCond, readCond string
 }
 
 type request struct {
@@ -192,6 +193,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	s.q = queries{
 		get:         "SELECT v FROM " + t + " WHERE k = $1",
+		getMany:     "SELECT k, v FROM " + t + " WHERE k = ANY($1)",
 		scanBounded: "SELECT k, v FROM " + t + " WHERE k >= $1 AND k < $2 AND ($3 OR k > $1) ORDER BY k LIMIT $4",
 		scanOpen:    "SELECT k, v FROM " + t + " WHERE k >= $1 AND ($2 OR k > $1) ORDER BY k LIMIT $3",
 		set:         "INSERT INTO " + t + " (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
@@ -508,6 +510,56 @@ func (s *Store) Get(ctx context.Context, key []byte) ([]byte, error) {
 		v = []byte{}
 	}
 	return v, nil
+}
+
+// GetMany returns copies of the values stored under keys (nil for a missing
+// key), read with one query.
+func (s *Store) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
+	if s.isClosed() {
+		return nil, store.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([][]byte, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	fail := func(err error) ([][]byte, error) {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		return nil, fmt.Errorf("store/postgres: get: %w", err)
+	}
+	rows, err := s.pool.Query(ctx, s.q.getMany, keys)
+	if err != nil {
+		return fail(err)
+	}
+	found := make(map[string][]byte, len(keys))
+	for rows.Next() {
+		var k, v []byte
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		if v == nil {
+			v = []byte{}
+		}
+		found[string(k)] = v
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	for i, k := range keys {
+		v, ok := found[string(k)]
+		if !ok {
+			continue
+		}
+		out[i] = v
+		found[string(k)] = slices.Clone(v) // a repeated key gets a copy of its own
+	}
+	return out, nil
 }
 
 // Scan calls fn for each key in [start, end) in ascending order, reading

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/busbar-io/busbar/store"
@@ -373,4 +374,62 @@ func testValuesCopied(t *testing.T, h Harness) {
 	b.Set([]byte("second"), []byte("2"))
 	commit(t, s, &b)
 	wantScan(t, s, nil, nil, []kv{{"key", "value"}, {"second", "2"}})
+}
+
+func testGetMany(t *testing.T, h Harness) {
+	s := open(t, h)
+	ctx := context.Background()
+	var b store.Batch
+	for i := 0; i < 50; i++ {
+		b.Set([]byte(key("m", i)), []byte(fmt.Sprintf("v%d", i)))
+	}
+	b.Set([]byte("empty"), []byte{})
+	b.Set([]byte(""), []byte("empty key"))
+	commit(t, s, &b)
+
+	// Any order, repeats, missing keys (neighbours of stored ones among
+	// them), the empty key and an empty value.
+	keys := []string{key("m", 42), "missing", key("m", 3), "", key("m", 42), "empty", key("m", 49) + "0", key("m", 0), "m", "zzz"}
+	want := []string{"v42", "", "v3", "empty key", "v42", "", "", "v0", "", ""}
+	present := []bool{true, false, true, true, true, true, false, true, false, false}
+	kb := make([][]byte, len(keys))
+	for i, k := range keys {
+		kb[i] = []byte(k)
+	}
+	got, err := s.GetMany(ctx, kb)
+	if err != nil {
+		t.Fatalf("GetMany: %v", err)
+	}
+	if len(got) != len(keys) {
+		t.Fatalf("GetMany returned %d values for %d keys", len(got), len(keys))
+	}
+	for i := range keys {
+		if (got[i] != nil) != present[i] || string(got[i]) != want[i] {
+			t.Errorf("GetMany: key %q = %q (nil: %v), want %q (nil: %v)", keys[i], got[i], got[i] == nil, want[i], !present[i])
+		}
+	}
+	// Each value is the caller's own, a repeated key's too.
+	got[0][0] = 'X'
+	if string(got[4]) != "v42" {
+		t.Fatalf("changing one returned value changed another: %q", got[4])
+	}
+	wantValue(t, s, key("m", 42), "v42")
+
+	if got, err := s.GetMany(ctx, nil); err != nil || len(got) != 0 {
+		t.Fatalf("GetMany of no keys = %q, %v; want nothing, no error", got, err)
+	}
+	// Many keys, as a consumer catching up on a backlog reads them.
+	kb = kb[:0]
+	for i := 49; i >= 0; i-- {
+		kb = append(kb, []byte(key("m", i)))
+	}
+	got, err = s.GetMany(ctx, kb)
+	if err != nil {
+		t.Fatalf("GetMany of 50 keys: %v", err)
+	}
+	for i, v := range got {
+		if w := fmt.Sprintf("v%d", 49-i); string(v) != w {
+			t.Fatalf("GetMany of 50 keys: value %d = %q, want %q", i, v, w)
+		}
+	}
 }

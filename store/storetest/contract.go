@@ -33,6 +33,9 @@ func testCancelledContext(t *testing.T, h Harness) {
 	if _, err := s.Get(ctx, []byte("k")); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Get with a cancelled context: %v, want context.Canceled", err)
 	}
+	if _, err := s.GetMany(ctx, [][]byte{[]byte("k")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GetMany with a cancelled context: %v, want context.Canceled", err)
+	}
 	called := false
 	err := s.Scan(ctx, nil, nil, func(_, _ []byte) error { called = true; return nil })
 	if !errors.Is(err, context.Canceled) || called {

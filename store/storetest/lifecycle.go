@@ -252,6 +252,9 @@ func testClosed(t *testing.T, h Harness) {
 	if _, err := s.Get(context.Background(), []byte("k")); !errors.Is(err, store.ErrClosed) {
 		t.Fatalf("Get after Close: %v, want ErrClosed", err)
 	}
+	if _, err := s.GetMany(context.Background(), [][]byte{[]byte("k")}); !errors.Is(err, store.ErrClosed) {
+		t.Fatalf("GetMany after Close: %v, want ErrClosed", err)
+	}
 	called := false
 	err := s.Scan(context.Background(), nil, nil, func(_, _ []byte) error { called = true; return nil })
 	if !errors.Is(err, store.ErrClosed) || called {

@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 		{"SetJoined", testSetJoined},
 		{"NotFound", testNotFound},
 		{"EmptyValueVsMissing", testEmptyValue},
+		{"GetMany", testGetMany},
 		{"DeleteRange", testDeleteRange},
 		{"ScanOrderAndBounds", testScanBounds},
 		{"ScanManyKeys", testScanMany},

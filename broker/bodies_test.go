@@ -1,0 +1,92 @@
+package broker
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A consumer catching up on a backlog the cache does not hold reads its
+// deliveries' bodies together: one store call per run of deliveries that
+// flush hands out at once (flushRun), none per message; a message whose
+// records a rewrite split is read from its body key at once, and with a
+// second read when the split was not yet known. A receive-and-delete
+// and a receive of deferred messages read theirs with one call each. Every
+// body and property arrives, in order.
+func TestBacklogBodiesAreReadTogether(t *testing.T) {
+	e, fs := newFlakyEnv(t) // caches nothing
+	e.queue("q", QueueProperties{LockDuration: time.Minute, MaxDeliveryCount: 10})
+	const n = 3*flushRun + 4
+	ms := make([]*Message, n)
+	want := make([]string, n)
+	for i := range ms {
+		want[i] = fmt.Sprintf("m%03d", i)
+		ms[i] = msg(want[i])
+	}
+	e.send("q", ms...)
+	// Abandoned with a property, the first three are rewritten: their
+	// records split into an index record and a body record.
+	first := e.locked("q", 3)
+	e.must(e.b.Abandon(e.ctx, "q", map[string]any{"k": "v"}, first[0].LockToken, first[1].LockToken, first[2].LockToken))
+
+	reset := func() {
+		fs.gets.Store(0)
+		fs.getManys.Store(0)
+		fs.manyKeys.Store(0)
+	}
+	wantReads := func(what string, calls, keys int64) {
+		t.Helper()
+		if g, c, k := fs.gets.Load(), fs.getManys.Load(), fs.manyKeys.Load(); g != 0 || c != calls || k != keys {
+			t.Fatalf("%s: %d single reads, %d batched reads of %d keys; want 0, %d, %d", what, g, c, k, calls, keys)
+		}
+	}
+	reset()
+	got := e.receive("q", PeekLock, n)
+	wantBodies(t, got, want...)
+	fresh := got[n-1].DeliveryCount
+	for i, m := range got {
+		abandoned := i < 3
+		if (m.Properties["k"] == "v") != abandoned || (m.DeliveryCount == fresh+1) != abandoned {
+			t.Fatalf("message %d: properties %v, delivery count %d (a fresh message's: %d)", i, m.Properties, m.DeliveryCount, fresh)
+		}
+	}
+	wantReads("a peek-lock backlog", 4, n)
+
+	// Stamped before its rewrite committed, a delivery of a split message
+	// looks for its record in its index record first, then at its body key.
+	ent, _, err := e.b.resolve("q")
+	e.must(err)
+	ent.q.mu.Lock()
+	m := ent.q.msgs[uint64(got[0].SequenceNumber)]
+	split := m.split
+	ent.q.mu.Unlock()
+	if !split {
+		t.Fatal("an abandoned message with a new property is not split")
+	}
+	reset()
+	bases, errs := e.b.loadBodies([]*lazyBody{{ent.id, m, false}})
+	if errs[0] != nil || string(bases[0].Body) != want[0] || bases[0].Properties["k"] != "v" {
+		t.Fatalf("a split message read as unsplit: %v, %v", bases[0], errs[0])
+	}
+	wantReads("a split message read as unsplit", 2, 2)
+
+	e.queue("rd", QueueProperties{})
+	e.send("rd", ms[:40]...)
+	reset()
+	wantBodies(t, e.receive("rd", ReceiveAndDelete, 40), want[:40]...)
+	wantReads("a receive-and-delete backlog", 1, 40)
+
+	e.queue("d", QueueProperties{LockDuration: time.Minute})
+	e.send("d", ms[:5]...)
+	locked := e.locked("d", 5)
+	seqs := make([]int64, len(locked))
+	for i, m := range locked {
+		e.must(e.b.Defer(e.ctx, "d", nil, m.LockToken))
+		seqs[i] = m.SequenceNumber
+	}
+	reset()
+	deferred, err := e.b.ReceiveDeferred(e.ctx, "d", seqs, ReceiveAndDelete)
+	e.must(err)
+	wantBodies(t, deferred, want[:5]...)
+	wantReads("deferred messages", 1, 5)
+}

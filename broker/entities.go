@@ -2,7 +2,9 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"sort"
+	"time"
 )
 
 // QueueInfo describes a queue.
@@ -174,17 +176,36 @@ func (b *Broker) onIdleDeadline(e *entity, now int64) {
 		b.wheel.set(&e.idle, due)
 		return
 	}
+	// The deletion runs on a goroutine of its own: it waits for entityMu,
+	// which management calls hold across their commits, and the wheel's
+	// one goroutine must not wait behind them while lock expiries,
+	// activations and TTLs of every queue come due.
+	b.spawn(func() { b.deleteIdle(e, p.AutoDeleteOnIdle) })
+}
+
+// idleRetry is how long a failed auto-delete-on-idle waits to try again.
+const idleRetry = time.Minute
+
+// deleteIdle deletes e, idle for idle, unless it was used meanwhile.
+func (b *Broker) deleteIdle(e *entity, idle time.Duration) {
+	if e.accessed.Load()+int64(idle) > b.now().UnixNano() {
+		b.armIdle(e)
+		return
+	}
 	var err error
 	if e.kind == kindSubscription {
 		err = b.DeleteSubscription(context.Background(), e.parent.name, e.name)
 	} else {
 		err = b.deleteTop(context.Background(), e.kind, e.name)
 	}
-	if err != nil {
-		b.log.Warn("auto-delete-on-idle failed", "entity", e.path(), "err", err)
-		return
+	switch {
+	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
+	case err != nil:
+		b.log.Warn("auto-delete-on-idle failed; trying again", "entity", e.path(), "in", idleRetry, "err", err)
+		b.wheel.set(&e.idle, b.now().Add(idleRetry).UnixNano())
+	default:
+		b.log.Info("deleted idle entity", "entity", e.path(), "autoDeleteOnIdle", idle)
 	}
-	b.log.Info("deleted idle entity", "entity", e.path(), "autoDeleteOnIdle", p.AutoDeleteOnIdle)
 }
 
 // UpdateQueue replaces a queue's properties. RequiresSession and

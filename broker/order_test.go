@@ -57,16 +57,19 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				first := b.SendAsync(ctx, sendTo, []*Message{m("1")}, nil, nil)
 				<-g.entered // the first producer's commit is held
 				second := b.SendAsync(ctx, sendTo, []*Message{m("2")}, nil, nil)
-				poll.Until(t, 10*time.Second, "the second send durable", func() bool {
-					n := 0
-					_ = g.Store.Scan(ctx, []byte{kMessage}, []byte{kMessage + 1}, func(_, _ []byte) error { n++; return nil })
-					return n >= 1
+				ent, _, err := b.resolve(recvFrom)
+				must(t, err)
+				q := ent.q
+				poll.Until(t, 10*time.Second, "the second send committed and held back", func() bool {
+					q.mu.Lock()
+					defer q.mu.Unlock()
+					return len(q.order.held) == 1
 				})
 				// Its acknowledgement waits for its message to be available.
 				select {
 				case <-second.done:
 					t.Fatal("the second send was acknowledged while its message was held")
-				case <-time.After(50 * time.Millisecond):
+				default:
 				}
 				if got := s.take(); len(got) != 0 {
 					t.Fatalf("delivered %q while sequence number 1 was still being committed", bodies(got))
@@ -75,7 +78,7 @@ func TestConcurrentProducersPublishInSequenceOrder(t *testing.T) {
 				if seqs, err := second.Wait(); err != nil || len(seqs) != 1 {
 					t.Fatalf("second send: %v %v", seqs, err)
 				}
-				_, err := first.Wait()
+				_, err = first.Wait()
 				if fail != (err != nil) {
 					t.Fatalf("first send: %v, want failure %v", err, fail)
 				}

@@ -3,12 +3,15 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -92,6 +95,15 @@ func TestSequenceNumbersNeverReusedAfterDrainAndRestart(t *testing.T) {
 	}
 }
 
+// gone waits until queue name is deleted.
+func (e *env) gone(name string) {
+	e.t.Helper()
+	poll.Until(e.t, 10*time.Second, fmt.Sprintf("queue %q deleted", name), func() bool {
+		_, err := e.b.GetQueue(e.ctx, name)
+		return errors.Is(err, ErrNotFound)
+	})
+}
+
 func TestAutoDeleteOnIdle(t *testing.T) {
 	e := newEnv(t)
 	e.queue("idle", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute})
@@ -99,17 +111,54 @@ func TestAutoDeleteOnIdle(t *testing.T) {
 	e.clk.Advance(4 * time.Minute)
 	e.send("busy", msg("x"))
 	e.clk.Advance(time.Minute)
-	_, err := e.b.GetQueue(e.ctx, "idle")
-	wantErr(t, err, ErrNotFound)
-	_, err = e.b.GetQueue(e.ctx, "busy")
+	e.gone("idle")
+	_, err := e.b.GetQueue(e.ctx, "busy")
 	e.must(err)
 	e.clk.Advance(4 * time.Minute)
-	_, err = e.b.GetQueue(e.ctx, "busy")
-	wantErr(t, err, ErrNotFound)
+	e.gone("busy")
 	e.restart()
 	if qs, _ := e.b.ListQueues(e.ctx, 0, 0); len(qs) != 0 {
 		t.Fatalf("queues after restart %v", qs)
 	}
+}
+
+// Deleting an idle entity waits for the management calls before it, which
+// hold their lock across their commits; the deadlines of every other queue
+// go on meanwhile.
+func TestIdleDeletionDoesNotHoldUpOtherDeadlines(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b, g := openGated(t, clk, 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateQueue(ctx, "idle", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute}))
+	must(t, b.CreateQueue(ctx, "other", QueueProperties{}))
+	must(t, b.CreateQueue(ctx, "work", QueueProperties{LockDuration: 5 * time.Minute}))
+	clk.Advance(time.Minute)
+	must(t, b.Send(ctx, "work", []*Message{msg("w")}))
+	consumeInto(t, b, "work", "", PeekLock, 1).takeN(t, 1)
+	w, err := b.lookup("work")
+	must(t, err)
+	g.arm()
+	updated := make(chan error, 1)
+	go func() { updated <- b.UpdateQueue(ctx, "other", QueueProperties{MaxDeliveryCount: 3}) }()
+	<-g.entered // the update holds the management lock, its commit held
+	var once sync.Once
+	release := func() { once.Do(func() { close(g.release) }) }
+	t.Cleanup(release)
+	go clk.Advance(10 * time.Minute) // "idle" is due for deletion, the lock of "work" expired
+	poll.Until(t, 10*time.Second, "the expired lock released while a management commit is held", func() bool {
+		w.q.mu.Lock()
+		defer w.q.mu.Unlock()
+		return len(w.q.locks) == 0
+	})
+	if _, err := b.GetQueue(ctx, "idle"); err != nil {
+		t.Fatalf("the idle queue went before the management call ahead of its deletion: %v", err)
+	}
+	release()
+	must(t, <-updated)
+	poll.Until(t, 10*time.Second, "the idle queue deleted", func() bool {
+		_, err := b.GetQueue(ctx, "idle")
+		return errors.Is(err, ErrNotFound)
+	})
 }
 
 func TestOpenValidatesOptions(t *testing.T) {

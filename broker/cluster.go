@@ -255,6 +255,11 @@ func (b *Broker) Refresh(ctx context.Context, key []byte) error {
 	}
 	b.entityMu.Lock()
 	defer b.entityMu.Unlock()
+	return b.refreshLocked(ctx, key)
+}
+
+// refreshLocked is Refresh; entityMu is held.
+func (b *Broker) refreshLocked(ctx context.Context, key []byte) error {
 	switch {
 	case len(key) == 1 && key[0] == kNamespace:
 		v, err := b.st.Get(ctx, key)
@@ -392,6 +397,69 @@ func (b *Broker) refreshRulesOf(ctx context.Context, s *entity) error {
 	s.mu.Lock()
 	s.rules = tmp.rules
 	s.mu.Unlock()
+	return nil
+}
+
+// Resync re-reads all shared metadata from the store: the entity id
+// counter, every entity record (a new entity appears, a changed one takes
+// its properties, a deleted one disappears) and every subscription's
+// rules. A cluster node calls it when its notifications of other nodes'
+// changes may have missed some (store.Store.Watch's nil key), or when a
+// Refresh failed.
+func (b *Broker) Resync(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.entityMu.Lock()
+	defer b.entityMu.Unlock()
+	if err := b.refreshLocked(ctx, IDCounterKey); err != nil {
+		return err
+	}
+	var tops, subs []uint64
+	err := b.st.Scan(ctx, []byte{kEntity}, []byte{kEntity + 1}, func(k, v []byte) error {
+		if !IsEntityRecord(k) {
+			return nil
+		}
+		r, err := decodeEntity(v)
+		if err != nil {
+			return fmt.Errorf("entity record %x: %w", k, err)
+		}
+		if r.kind == kindSubscription {
+			subs = append(subs, r.id)
+		} else {
+			tops = append(tops, r.id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	stored := make(map[uint64]bool, len(tops)+len(subs))
+	// Queues and topics first: a new subscription is added to its topic.
+	for _, id := range append(tops, subs...) {
+		stored[id] = true
+		if err := b.refreshEntity(ctx, id); err != nil {
+			return err
+		}
+	}
+	var gone []uint64
+	b.mu.RLock()
+	for id := range b.byID {
+		if !stored[id] {
+			gone = append(gone, id)
+		}
+	}
+	b.mu.RUnlock()
+	for _, id := range gone {
+		if err := b.refreshEntity(ctx, id); err != nil { // finds it deleted: forgets it
+			return err
+		}
+	}
+	for _, id := range subs {
+		if err := b.refreshRules(ctx, id); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

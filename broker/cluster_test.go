@@ -3,11 +3,14 @@ package broker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -102,5 +105,72 @@ func TestDueDeadlinesWaitUntilTheQueueIsRead(t *testing.T) {
 			}
 			mustHoldInvariants(t, b)
 		})
+	}
+}
+
+// A node whose notifications of another writer's changes were lost catches
+// up with Resync: new entities appear, changed ones take their properties,
+// deleted ones disappear, and subscriptions' rules are re-read.
+func TestResyncCatchesUpWithAnotherWriter(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	open := func(seed byte) *Broker {
+		b, err := Open(ctx, st, Options{Clock: clock.NewFake(t0), Rand: seededRand{rand.NewChaCha8([32]byte{seed})},
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	}
+	writer := open(1)
+	must(t, writer.CreateQueue(ctx, "changed", QueueProperties{}))
+	must(t, writer.CreateQueue(ctx, "deleted", QueueProperties{}))
+	must(t, writer.CreateTopic(ctx, "t", TopicProperties{}))
+	must(t, writer.CreateSubscription(ctx, "t", "old", SubscriptionProperties{}))
+	reader := open(2) // hears nothing of what follows
+	must(t, writer.UpdateQueue(ctx, "changed", QueueProperties{MaxDeliveryCount: 3}))
+	must(t, writer.DeleteQueue(ctx, "deleted"))
+	must(t, writer.CreateQueue(ctx, "new", QueueProperties{}))
+	must(t, writer.CreateSubscription(ctx, "t", "new", SubscriptionProperties{}))
+	must(t, writer.AddRule(ctx, "t", "old", RuleProperties{Name: "red", Filter: RuleFilter{Kind: FilterSQL, SQL: "color = 'red'"}}))
+
+	rules := func(sub string) []string {
+		rs, err := reader.ListRules(ctx, "t", sub, 0, 0)
+		must(t, err)
+		var names []string
+		for _, r := range rs {
+			names = append(names, r.Name)
+		}
+		slices.Sort(names)
+		return names
+	}
+	if _, err := reader.GetQueue(ctx, "new"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("before Resync the reader knows the new queue: %v", err)
+	}
+	must(t, reader.Resync(ctx))
+	q, err := reader.GetQueue(ctx, "changed")
+	must(t, err)
+	if q.Properties.MaxDeliveryCount != 3 {
+		t.Fatalf("changed queue: MaxDeliveryCount %d after Resync, want 3", q.Properties.MaxDeliveryCount)
+	}
+	if _, err := reader.GetQueue(ctx, "deleted"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted queue after Resync: %v, want ErrNotFound", err)
+	}
+	if _, err := reader.GetQueue(ctx, "new"); err != nil {
+		t.Fatalf("new queue after Resync: %v", err)
+	}
+	if _, err := reader.GetSubscription(ctx, "t", "new"); err != nil {
+		t.Fatalf("new subscription after Resync: %v", err)
+	}
+	if got := rules("old"); !slices.Equal(got, []string{"$Default", "red"}) {
+		t.Fatalf("rules of the old subscription after Resync: %v, want $Default and red", got)
+	}
+	// The reader takes ids after the writer's.
+	must(t, reader.CreateQueue(ctx, "mine", QueueProperties{}))
+	mine, _ := reader.Dormant("mine")
+	newID, _ := reader.Dormant("new")
+	if mine <= newID {
+		t.Fatalf("the reader gave id %d, not above the writer's %d", mine, newID)
 	}
 }

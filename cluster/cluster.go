@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/busbar-io/busbar/broker"
@@ -149,6 +150,9 @@ type Node struct {
 	done      chan struct{}
 	stopWatch func()
 	started   bool
+	// resync asks the loop to re-read all shared metadata: the store's
+	// notifications may have missed changes, or re-reading one failed.
+	resync atomic.Bool
 }
 
 // New returns a node over st, the shared store. Give Node.Store to
@@ -193,8 +197,11 @@ func (n *Node) Start(ctx context.Context, b *broker.Broker) error {
 	stopShared := make([]func(), 0, 3)
 	for _, p := range broker.SharedPrefixes() {
 		stopShared = append(stopShared, n.st.Watch(p, func(k []byte) {
-			if err := b.Refresh(context.Background(), k); err != nil {
-				n.log.Warn("re-reading shared metadata", "key", fmt.Sprintf("%q", k), "err", err)
+			if k == nil {
+				n.resync.Store(true) // changes may have been missed
+			} else if err := b.Refresh(context.Background(), k); err != nil {
+				n.log.Warn("re-reading shared metadata; all of it will be", "key", fmt.Sprintf("%q", k), "err", err)
+				n.resync.Store(true)
 			}
 			n.poke()
 		}))
@@ -295,6 +302,12 @@ func (n *Node) reconcile(ctx context.Context, beat bool) error {
 	}
 	if beat {
 		n.heartbeat(ctx)
+	}
+	if n.resync.Swap(false) {
+		if err := n.b.Resync(ctx); err != nil {
+			n.resync.Store(true) // again at the next beat
+			n.log.Warn("re-reading all shared metadata", "err", err)
+		}
 	}
 	now := n.clk.Now()
 	if !n.lastOK.IsZero() && now.Sub(n.lastOK) > n.opts.LeaseTime*4/5 {

@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/busbar-io/busbar/broker"
 	"github.com/busbar-io/busbar/cluster"
 	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/server"
+	"github.com/busbar-io/busbar/store/postgres"
 )
 
 const lease = 1500 * time.Millisecond
@@ -386,4 +389,50 @@ func BenchmarkTakeOver(b *testing.B) {
 		}
 		cur = next
 	}
+}
+
+// Changes announced while a node's notification listener is down are lost
+// with it; once it listens again, the node re-reads all shared metadata.
+func TestNodeCatchesUpAfterLosingNotifications(t *testing.T) {
+	u := clusterURL(t)
+	a := startNode(t, u, "a")
+	ctx := context.Background()
+	dsn, opts, err := postgres.ParseURL(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A change no notification reports: a broker outside the cluster
+	// writes to the same table and announces nothing.
+	raw, err := postgres.Open(ctx, dsn, postgres.Options{Table: opts.Table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = raw.Close() })
+	outsider, err := broker.Open(ctx, raw, broker.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = outsider.Close() })
+	if err := outsider.CreateQueue(ctx, "unannounced", broker.QueueProperties{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.b().GetQueue(ctx, "unannounced"); !errors.Is(err, broker.ErrNotFound) {
+		t.Fatalf("the node knows of a queue no one announced: %v", err)
+	}
+	// Cut the node's listening connection.
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var cut int
+	listen := `LISTEN "` + strings.ToLower(opts.Table) + `_changes"`
+	if err := conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1", listen).Scan(&cut); err != nil || cut < 1 { // the outsider's store listens too
+		t.Fatalf("cutting the listener (%s): %d cut, %v", listen, cut, err)
+	}
+	poll.Until(t, 20*time.Second, "the node to learn of the unannounced queue", func() bool {
+		_, err := a.b().GetQueue(ctx, "unannounced")
+		return err == nil
+	})
+	settled(t, 1, a)
 }

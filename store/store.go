@@ -23,7 +23,8 @@
 //     that lost its lease can never write again.
 //   - Change notification: Watch tells the caller which keys under a prefix
 //     were changed by committed batches, its own and (in a shared backend)
-//     other writers', so shared metadata is re-read when it changes.
+//     other writers', so shared metadata is re-read when it changes; and
+//     when it may have missed some (a nil key), so all of it is re-read.
 //
 // Contexts: a call whose context is done before the store has taken its
 // batch returns the context's error and applies nothing. Once a batch is
@@ -89,6 +90,11 @@ type Store interface {
 	// goroutine per watch. fn must not block for long; it may call the
 	// store. stop ends the watch and waits for a running fn to return; it
 	// must not be called from fn.
+	//
+	// fn(nil) says the watch may have missed changes: a shared backend lost
+	// its stream of other writers' changes for a while and has it back.
+	// The caller then re-reads what it keeps of the prefix; changes after
+	// the nil are reported as usual.
 	Watch(prefix []byte, fn func(key []byte)) (stop func())
 	// Stats reports counters for metrics.
 	Stats() Stats

@@ -85,6 +85,24 @@ func (ws *Watchers) Notify(ops []Op) {
 	}
 }
 
+// Gap tells every watch that it may have missed changes: each one's fn is
+// called with a nil key after the keys queued before (see Store.Watch). A
+// shared backend calls it when its stream of other writers' changes is
+// back after a loss.
+func (ws *Watchers) Gap() {
+	ws.mu.Lock()
+	list := ws.list
+	ws.mu.Unlock()
+	for _, w := range list {
+		w.mu.Lock()
+		if !w.stopped {
+			w.queue = append(w.queue, nil)
+			w.cond.Signal()
+		}
+		w.mu.Unlock()
+	}
+}
+
 // match returns the key under w's prefix that op changes, if any.
 func (w *watch) match(op Op) ([]byte, bool) {
 	if op.Kind != OpDeleteRange {

@@ -27,7 +27,9 @@
 //   - Watch: within this process every committed key is reported; keys under
 //     Options.Announce prefixes are also published on the channel in the
 //     committing transaction, so every other process's watches receive them
-//     after the commit.
+//     after the commit. When the listening connection is lost and back,
+//     whatever was announced meanwhile is lost with it: the watches are told
+//     so (a nil key) and re-read.
 package postgres
 
 import (
@@ -442,26 +444,45 @@ func (s *Store) announced(op store.Op) ([]byte, bool) {
 }
 
 // listen receives other processes' announcements and reports them to this
-// process's watches. It reconnects after errors until Close.
+// process's watches. It reconnects after errors until Close; once it
+// listens again, it tells the watches they may have missed changes
+// (Watchers.Gap), since what was announced meanwhile is lost.
 func (s *Store) listen(ctx context.Context, ready chan<- error) {
 	defer close(s.listenDone)
 	first := true
+	backoff := listenBackoff
 	for ctx.Err() == nil {
 		err := s.listenOnce(ctx, func() {
+			backoff = listenBackoff
 			if first {
 				ready <- nil
 				first = false
+				return
 			}
+			s.opts.Logger.Info("store/postgres: notification listener reconnected")
+			s.watches.Gap()
 		})
 		if first {
 			ready <- fmt.Errorf("store/postgres: listen: %w", err)
 			return
 		}
-		if ctx.Err() == nil {
-			s.opts.Logger.Error("store/postgres: notification listener failed; reconnecting", "err", err)
+		if ctx.Err() != nil {
+			return
 		}
+		s.opts.Logger.Error("store/postgres: notification listener failed; reconnecting", "in", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
+
+// listenBackoff is the first wait before the listener reconnects; it
+// doubles while reconnecting fails, up to 5 s.
+const listenBackoff = 50 * time.Millisecond
 
 func (s *Store) listenOnce(ctx context.Context, listening func()) error {
 	conn, err := s.pool.Acquire(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/busbar-io/busbar/internal/pgtest"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/busbar-io/busbar/internal/pgtest"
 	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store"
 	"github.com/busbar-io/busbar/store/storetest"
@@ -189,6 +191,51 @@ func TestWatchHearsOtherWriters(t *testing.T) {
 	poll.Until(t, 10*time.Second, "the other node's changes", func() bool { return len(snapshot()) >= 2 })
 	if g := snapshot(); !slices.Equal(g, []string{"meta/queue/orders", "meta/queue/orders"}) {
 		t.Fatalf("watched %q", g)
+	}
+}
+
+// When the connection that listens for other writers' changes is lost,
+// what they announce meanwhile is lost with it: once listening again, the
+// store tells its watches (a nil key), then reports changes as before.
+func TestWatchIsToldOfALostStream(t *testing.T) {
+	table := freshTable()
+	a, b := open(t, table, "meta/"), open(t, table, "meta/")
+	defer a.Close()
+	defer b.Close()
+	var mu sync.Mutex
+	var got [][]byte
+	stop := b.Watch([]byte("meta/"), func(k []byte) {
+		mu.Lock()
+		got = append(got, k)
+		mu.Unlock()
+	})
+	defer stop()
+	snapshot := func() [][]byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var cut int
+	err = conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query = $1",
+		`LISTEN "`+table+`_changes"`).Scan(&cut)
+	if err != nil || cut != 2 {
+		t.Fatalf("cutting the two stores' listeners: %d cut, %v", cut, err)
+	}
+	poll.Until(t, 10*time.Second, "the watch told of the lost stream", func() bool { return len(snapshot()) > 0 })
+	var bt store.Batch
+	bt.Set([]byte("meta/after"), []byte("v"))
+	if err := a.Commit(ctx, &bt); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 10*time.Second, "the change after the loss", func() bool { return len(snapshot()) > 1 })
+	if g := snapshot(); len(g) != 2 || g[0] != nil || string(g[1]) != "meta/after" {
+		t.Fatalf("watched %q, want nil (the loss) then meta/after", g)
 	}
 }
 

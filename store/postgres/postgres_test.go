@@ -164,14 +164,7 @@ func TestWatchHearsOtherWriters(t *testing.T) {
 	a, b := open(t, table, "meta/"), open(t, table, "meta/")
 	defer a.Close()
 	defer b.Close()
-	var mu sync.Mutex
-	var got []string
-	stop := b.Watch([]byte("meta/"), func(k []byte) {
-		mu.Lock()
-		got = append(got, string(k))
-		mu.Unlock()
-	})
-	defer stop()
+	snapshot := watchKeys(t, b, "meta/")
 	var bt store.Batch
 	bt.Set([]byte("meta/queue/orders"), []byte("v1"))
 	bt.Set([]byte("data/orders/1"), []byte("m"))
@@ -183,14 +176,26 @@ func TestWatchHearsOtherWriters(t *testing.T) {
 	if err := a.Commit(context.Background(), &bt); err != nil {
 		t.Fatal(err)
 	}
-	snapshot := func() []string {
+	poll.Until(t, 10*time.Second, "the other node's changes", func() bool { return len(snapshot()) >= 2 })
+	if g := snapshot(); len(g) != 2 || string(g[0]) != "meta/queue/orders" || string(g[1]) != "meta/queue/orders" {
+		t.Fatalf("watched %q", g)
+	}
+}
+
+// watchKeys watches prefix of s until the test ends; snapshot returns the
+// keys reported so far.
+func watchKeys(t *testing.T, s *Store, prefix string) (snapshot func() [][]byte) {
+	var mu sync.Mutex
+	var got [][]byte
+	t.Cleanup(s.Watch([]byte(prefix), func(k []byte) {
+		mu.Lock()
+		got = append(got, k)
+		mu.Unlock()
+	}))
+	return func() [][]byte {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(got)
-	}
-	poll.Until(t, 10*time.Second, "the other node's changes", func() bool { return len(snapshot()) >= 2 })
-	if g := snapshot(); !slices.Equal(g, []string{"meta/queue/orders", "meta/queue/orders"}) {
-		t.Fatalf("watched %q", g)
 	}
 }
 
@@ -202,19 +207,7 @@ func TestWatchIsToldOfALostStream(t *testing.T) {
 	a, b := open(t, table, "meta/"), open(t, table, "meta/")
 	defer a.Close()
 	defer b.Close()
-	var mu sync.Mutex
-	var got [][]byte
-	stop := b.Watch([]byte("meta/"), func(k []byte) {
-		mu.Lock()
-		got = append(got, k)
-		mu.Unlock()
-	})
-	defer stop()
-	snapshot := func() [][]byte {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(got)
-	}
+	snapshot := watchKeys(t, b, "meta/")
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn(t))
 	if err != nil {

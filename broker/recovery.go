@@ -116,7 +116,7 @@ func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
 		return b.st.Scan(ctx, start, end, fn)
 	}
 	if e.kind == kindSubscription {
-		if err := scan(kRule, func(k, v []byte) error { return b.loadRule(e, k, v) }); err != nil {
+		if err := b.refreshRulesOf(ctx, e); err != nil {
 			return err
 		}
 	}
@@ -180,18 +180,17 @@ func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
 	})
 }
 
-func (b *Broker) loadRule(s *entity, k, v []byte) error {
+// loadRule decodes and compiles a stored rule of subscription s.
+func (b *Broker) loadRule(s *entity, k, v []byte) (*rule, error) {
 	rp, err := decodeRule(v)
 	if err != nil {
-		return fmt.Errorf("rule record %x: %w", k, err)
+		return nil, fmt.Errorf("rule record %x: %w", k, err)
 	}
 	r, err := compileRule(*rp, b.newID)
 	if err != nil {
-		return fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
+		return nil, fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
 	}
-	s.rules = append(s.rules, r)
-	sortRules(s.rules)
-	return nil
+	return r, nil
 }
 
 // loadMark raises e's sequence floor to a stored mark (index.go) or, in

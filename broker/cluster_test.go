@@ -128,10 +128,10 @@ func (s *ruleScanStore) Scan(ctx context.Context, start, end []byte, fn func(k, 
 	})
 }
 
-// dormantRules opens a dormant broker over a store holding topic t, whose
-// subscription s has the rules $Default and r1 to r4 (rN: "a = N"), and
-// loads and unloads t: the dormant copy knows the rules. It returns t's id.
-func dormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
+// openDormantRules opens a dormant broker over a store holding topic t,
+// whose subscription s has the rules $Default and r1 to r4 (rN: "a = N").
+// It returns t's id.
+func openDormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
 	t.Helper()
 	e := newEnv(t)
 	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
@@ -150,7 +150,15 @@ func dormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
 	if !dormant {
 		t.Fatal("t is not dormant")
 	}
-	if err := b.Load(e.ctx, top); err != nil {
+	return b, st, top
+}
+
+// dormantRules is openDormantRules, after t was loaded and unloaded (it
+// moved here and away again).
+func dormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
+	t.Helper()
+	b, st, top := openDormantRules(t)
+	if err := b.Load(context.Background(), top); err != nil {
 		t.Fatal(err)
 	}
 	b.Unload(top)
@@ -247,5 +255,21 @@ func TestFailedLoadKeepsTheRules(t *testing.T) {
 	}
 	if got := rulesOf(t, b); got != allRules {
 		t.Fatalf("rules after loading %s, want %s", got, allRules)
+	}
+}
+
+// The bug this guards against: a broker opened with Options.Dormant read
+// no rules for its dormant subscriptions, though management works on any
+// node: ListRules listed none, and AddRule took a stored rule's name for a
+// new one and overwrote it.
+func TestDormantSubscriptionsKnowTheirRulesFromOpen(t *testing.T) {
+	b, _, _ := openDormantRules(t)
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules of a dormant subscription %s, want %s", got, allRules)
+	}
+	err := b.AddRule(context.Background(), "t", "s", RuleProperties{Name: "r3", Filter: RuleFilter{Kind: FilterSQL, SQL: "b = 1"}})
+	wantErr(t, err, ErrAlreadyExists)
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules after a refused AddRule %s, want %s", got, allRules)
 	}
 }

@@ -288,23 +288,35 @@ func TestRuleAndEntityUpdatesThatFailChangeNothing(t *testing.T) {
 	e.sub("t", "s", SubscriptionProperties{})
 	e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = 1"}}))
 	e.queue("q", QueueProperties{})
-	before := e.state()
-	if err := e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = = 1"}}); err == nil {
-		t.Fatal("UpdateRule accepted a broken filter")
+	// What the failed updates must leave: the store, q's counts and times,
+	// and in memory q's and s's properties and s's runtime and rules.
+	memory := func() string {
+		t.Helper()
+		qi, err := e.b.GetQueue(e.ctx, "q")
+		e.must(err)
+		si, err := e.b.GetSubscription(e.ctx, "t", "s")
+		e.must(err)
+		si.Runtime.AccessedAt = time.Time{} // reading is access
+		rs, err := e.b.ListRules(e.ctx, "t", "s", 0, 0)
+		e.must(err)
+		return fmt.Sprintf("queue %+v\nsubscription %+v %+v\nrules %+v", qi.Properties, si.Properties, si.Runtime, rs)
 	}
-	if err := e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = 2"},
-		Action: "SET"}); err == nil {
-		t.Fatal("UpdateRule accepted a broken action")
-	}
+	before, inMemory := e.state("q"), memory()
+	err := e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = = 1"}})
+	wantErr(t, err, ErrInvalidArgument) // a broken filter
+	err = e.b.UpdateRule(e.ctx, "t", "s", RuleProperties{Name: "r", Filter: RuleFilter{Kind: FilterSQL, SQL: "a = 2"}, Action: "SET"})
+	wantErr(t, err, ErrInvalidArgument) // a broken action
 	wantErr(t, e.b.UpdateQueue(e.ctx, "q", QueueProperties{RequiresSession: true}), ErrInvalidArgument)
 	wantErr(t, e.b.UpdateQueue(e.ctx, "q", QueueProperties{ForwardTo: "nowhere"}), ErrNotFound)
-	e.wantUnchanged(before)
-	rs, err := e.b.ListRules(e.ctx, "t", "s", 0, 10)
+	e.wantUnchanged(before, "q")
+	if after := memory(); after != inMemory {
+		t.Fatalf("failed updates changed the entities in memory:\nbefore:\n%s\nafter:\n%s", inMemory, after)
+	}
+	rs, err := e.b.ListRules(e.ctx, "t", "s", 0, 0)
 	e.must(err)
-	for _, r := range rs {
-		if r.Name == "r" && r.Filter.SQL != "a = 1" {
-			t.Fatalf("rule after failed updates: %+v", r)
-		}
+	i := slices.IndexFunc(rs, func(r RuleProperties) bool { return r.Name == "r" })
+	if i < 0 || rs[i].Filter.SQL != "a = 1" || rs[i].Action != "" {
+		t.Fatalf("rules after failed updates %+v, want r with filter \"a = 1\" and no action", rs)
 	}
 }
 

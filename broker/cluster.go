@@ -138,11 +138,6 @@ func (b *Broker) Load(ctx context.Context, top uint64) error {
 	e.mu.Unlock()
 	now := b.now()
 	for _, x := range ents {
-		if x.kind == kindSubscription {
-			x.mu.Lock()
-			x.rules = nil // loadEntity reads them
-			x.mu.Unlock()
-		}
 		if err := b.loadEntity(ctx, x, now.UnixNano()); err != nil {
 			b.unloadLocked(top, err)
 			return fmt.Errorf("loading %q: %w", x.path(), err)
@@ -387,15 +382,26 @@ func (b *Broker) refreshRules(ctx context.Context, id uint64) error {
 	return b.refreshRulesOf(ctx, s)
 }
 
-// refreshRulesOf re-reads a subscription's rules.
+// refreshRulesOf re-reads a subscription's rules. It reads them all before
+// it replaces the list, under s.mu: ListRules and an Unload's dormant copy
+// read the list meanwhile, and a read that fails part way must leave the
+// rules as they were (AddRule would take a missing one for a new name).
 func (b *Broker) refreshRulesOf(ctx context.Context, s *entity) error {
-	tmp := &entity{}
+	var rules []*rule
 	start, end := prefixRange(kRule, s.id)
-	if err := b.st.Scan(ctx, start, end, func(k, v []byte) error { return b.loadRule(tmp, k, v) }); err != nil {
+	if err := b.st.Scan(ctx, start, end, func(k, v []byte) error {
+		r, err := b.loadRule(s, k, v)
+		if err != nil {
+			return err
+		}
+		rules = append(rules, r)
+		return nil
+	}); err != nil {
 		return err
 	}
+	sortRules(rules)
 	s.mu.Lock()
-	s.rules = tmp.rules
+	s.rules = rules
 	s.mu.Unlock()
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -172,5 +173,172 @@ func TestResyncCatchesUpWithAnotherWriter(t *testing.T) {
 	newID, _ := reader.Dormant("new")
 	if mine <= newID {
 		t.Fatalf("the reader gave id %d, not above the writer's %d", mine, newID)
+	}
+}
+
+// ruleScanStore calls onRule, when set, after each rule record a Scan
+// reads; an error from it ends the scan with that error.
+type ruleScanStore struct {
+	*memstore.Store
+	onRule func(n int) error // n: the rule records this scan has read
+}
+
+func (s *ruleScanStore) Scan(ctx context.Context, start, end []byte, fn func(k, v []byte) error) error {
+	n := 0
+	return s.Store.Scan(ctx, start, end, func(k, v []byte) error {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+		if k[0] != kRule || s.onRule == nil {
+			return nil
+		}
+		n++
+		return s.onRule(n)
+	})
+}
+
+// openDormantRules opens a dormant broker over a store holding topic t,
+// whose subscription s has the rules $Default and r1 to r4 (rN: "a = N").
+// It returns t's id.
+func openDormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
+	t.Helper()
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.sub("t", "s", SubscriptionProperties{})
+	for i := 1; i <= 4; i++ {
+		e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: fmt.Sprint("r", i), Filter: RuleFilter{Kind: FilterSQL, SQL: fmt.Sprint("a = ", i)}}))
+	}
+	e.b.Close()
+	st := &ruleScanStore{Store: e.st.Reopen()}
+	b, err := Open(e.ctx, st, Options{Clock: e.clk, Logger: slog.New(slog.DiscardHandler), Dormant: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	top, dormant := b.Dormant("t")
+	if !dormant {
+		t.Fatal("t is not dormant")
+	}
+	return b, st, top
+}
+
+// dormantRules is openDormantRules, after t was loaded and unloaded (it
+// moved here and away again).
+func dormantRules(t *testing.T) (*Broker, *ruleScanStore, uint64) {
+	t.Helper()
+	b, st, top := openDormantRules(t)
+	if err := b.Load(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	b.Unload(top)
+	return b, st, top
+}
+
+const allRules = "[$Default: r1:a = 1 r2:a = 2 r3:a = 3 r4:a = 4]"
+
+// rulesOf lists subscription t/s's rules as name:filter.
+func rulesOf(t *testing.T, b *Broker) string {
+	t.Helper()
+	rs, err := b.ListRules(context.Background(), "t", "s", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Name+":"+r.Filter.SQL)
+	}
+	return fmt.Sprint(out)
+}
+
+// The bug this guards against: Load emptied a subscription's rules and
+// read them back one by one, without the subscription's mu, while
+// ListRules (which serves dormant entities too) read the list under it: a
+// data race, and a listing of part of the rules.
+func TestListRulesDuringLoadSeesEveryRule(t *testing.T) {
+	b, st, top := dormantRules(t)
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules of the dormant copy %s, want %s", got, allRules)
+	}
+	during := ""
+	st.onRule = func(n int) error {
+		if n == 2 {
+			during = rulesOf(t, b)
+		}
+		return nil
+	}
+	// ListRules from another goroutine throughout, for the race detector.
+	stop, bad := make(chan struct{}), make(chan string, 1)
+	go func() {
+		defer close(bad)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			rs, err := b.ListRules(context.Background(), "t", "s", 0, 0)
+			if err != nil || len(rs) != 5 {
+				bad <- fmt.Sprintf("%d rules, %v", len(rs), err)
+				return
+			}
+		}
+	}()
+	err := b.Load(context.Background(), top)
+	close(stop)
+	if msg := <-bad; msg != "" {
+		t.Fatalf("ListRules during Load: %s, want the 5 rules", msg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during != allRules {
+		t.Fatalf("rules listed while the rules were read %s, want %s", during, allRules)
+	}
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules after Load %s, want %s", got, allRules)
+	}
+}
+
+// The bug this guards against: a Load that failed while reading the rules
+// left the dormant copy with the rules read so far, and AddRule on that
+// node then took a stored rule's name for a new one and overwrote it.
+func TestFailedLoadKeepsTheRules(t *testing.T) {
+	b, st, top := dormantRules(t)
+	st.onRule = func(n int) error {
+		if n == 2 {
+			return errInjected
+		}
+		return nil
+	}
+	if err := b.Load(context.Background(), top); !errors.Is(err, errInjected) {
+		t.Fatalf("Load with a failing rule read: %v, want the read error", err)
+	}
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules after the failed Load %s, want %s", got, allRules)
+	}
+	err := b.AddRule(context.Background(), "t", "s", RuleProperties{Name: "r3", Filter: RuleFilter{Kind: FilterSQL, SQL: "b = 1"}})
+	wantErr(t, err, ErrAlreadyExists)
+	st.onRule = nil
+	if err := b.Load(context.Background(), top); err != nil {
+		t.Fatal(err)
+	}
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules after loading %s, want %s", got, allRules)
+	}
+}
+
+// The bug this guards against: a broker opened with Options.Dormant read
+// no rules for its dormant subscriptions, though management works on any
+// node: ListRules listed none, and AddRule took a stored rule's name for a
+// new one and overwrote it.
+func TestDormantSubscriptionsKnowTheirRulesFromOpen(t *testing.T) {
+	b, _, _ := openDormantRules(t)
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules of a dormant subscription %s, want %s", got, allRules)
+	}
+	err := b.AddRule(context.Background(), "t", "s", RuleProperties{Name: "r3", Filter: RuleFilter{Kind: FilterSQL, SQL: "b = 1"}})
+	wantErr(t, err, ErrAlreadyExists)
+	if got := rulesOf(t, b); got != allRules {
+		t.Fatalf("rules after a refused AddRule %s, want %s", got, allRules)
 	}
 }

@@ -254,7 +254,11 @@ func (b *Broker) update(ctx context.Context, k entityKind, name, sub string, pp 
 	if old.DupDetection != pp.DupDetection {
 		return errorf(ErrInvalidArgument, "The value for the RequiresDuplicateDetection property of an existing %s cannot be changed (%q)", titleKind(e.kind), e.path())
 	}
-	if err := b.checkForward(&pp, e.name); err != nil {
+	self := e.name
+	if e.kind == kindSubscription {
+		self = "" // never a forwarding target, as CreateSubscription has it
+	}
+	if err := b.checkForward(&pp, self); err != nil {
 		return err
 	}
 	now := b.now()

@@ -93,3 +93,25 @@ func TestForwardingIntoASessionQueueWithoutSessionGoesToTransferDeadLetter(t *te
 		t.Fatalf("sess runtime %+v", ri)
 	}
 }
+
+// A subscription is never a forwarding target, so it may forward to a
+// queue of its own name, whether it is created so or updated to. The bug
+// this guards against: UpdateSubscription refused it as forwarding to
+// itself, though CreateSubscription allowed it. A queue cannot forward to
+// itself.
+func TestSubscriptionMayForwardToAQueueOfItsName(t *testing.T) {
+	e := newEnv(t)
+	e.queue("orders", QueueProperties{})
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{}))
+	e.must(e.b.CreateSubscription(e.ctx, "t", "created", SubscriptionProperties{ForwardTo: "orders"}))
+	e.must(e.b.CreateSubscription(e.ctx, "t", "orders", SubscriptionProperties{}))
+	e.must(e.b.UpdateSubscription(e.ctx, "t", "Orders", SubscriptionProperties{ForwardTo: "orders"}))
+	si, err := e.b.GetSubscription(e.ctx, "t", "orders")
+	e.must(err)
+	if si.Properties.ForwardTo != "orders" {
+		t.Fatalf("ForwardTo after the update %q, want \"orders\"", si.Properties.ForwardTo)
+	}
+	e.send("t", msg("m"))
+	wantBodies(t, e.receive("orders", ReceiveAndDelete, 5), "m", "m")
+	wantErr(t, e.b.UpdateQueue(e.ctx, "orders", QueueProperties{ForwardTo: "ORDERS"}), ErrInvalidArgument)
+}

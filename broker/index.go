@@ -212,6 +212,13 @@ type session struct {
 	lockedUntil  int64
 	lprev, lnext *session // queue's session-lock list
 	inReady      bool
+	// SetSessionState calls in flight: the session is kept while there
+	// are any, so that the state one commits is indexed even when the
+	// session is released meanwhile. They take turns (stateTurn holds
+	// the one committing), so that states are stored, and indexed, in
+	// the order their lock checks passed.
+	stateWrites int
+	stateTurn   chan struct{}
 }
 
 // seqCounter hands out sequence numbers. A number must never be reused,

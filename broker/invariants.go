@@ -37,6 +37,8 @@ import (
 //   - an available message (hidx ≥ 0) is active, unlocked, and at hidx in
 //     its heap (the subqueue's, or its session's); every heap is a heap; no
 //     active unlocked message is stranded outside its heap;
+//   - the sessions with state are those with a stored session state,
+//     updated at the stored time;
 //   - every session with available messages and no owner is queued in
 //     q.ready, and then no AcceptNextSession waits; an owned session is in
 //     the session-lock list, and its owner points back to it;
@@ -171,6 +173,18 @@ func (b *Broker) checkEntity(e *entity) []error {
 	}); err != nil {
 		serrs = append(serrs, fmt.Errorf("sequence marks: %w", err))
 	}
+	states := map[string]int64{} // stored session states: when set, by session
+	start, end = prefixRange(kSession, e.id)
+	if err := b.st.Scan(context.Background(), start, end, func(k, v []byte) error {
+		if len(v) < 8 {
+			serrs = append(serrs, fmt.Errorf("session state record %x of %d bytes", k, len(v)))
+			return nil
+		}
+		states[string(k[9:])] = int64(binary.BigEndian.Uint64(v))
+		return nil
+	}); err != nil {
+		serrs = append(serrs, fmt.Errorf("session states: %w", err))
+	}
 
 	q := e.q
 	q.mu.Lock()
@@ -186,6 +200,7 @@ func (b *Broker) checkEntity(e *entity) []error {
 	c.messages()
 	c.lockList()
 	c.sessions()
+	c.sessionStates(states)
 	c.heaps()
 	c.credit()
 	c.deadlines()
@@ -569,6 +584,30 @@ func (c *checker) sessions() {
 	}
 	if !q.sessionful() && (len(q.sessions) > 0 || len(q.ready) > 0) {
 		c.errorf("an entity without sessions has %d sessions, %d ready", len(q.sessions), len(q.ready))
+	}
+}
+
+// sessionStates compares the sessions' state flags and times with the
+// stored session states: a session whose state is stored must be indexed
+// (ListSessions lists it), and no state set on a call in flight.
+func (c *checker) sessionStates(stored map[string]int64) {
+	q := c.q
+	for id, at := range stored {
+		s := q.sessions[id]
+		switch {
+		case s == nil || !s.hasState:
+			c.errorf("session %q has a stored state but the index says it has none", id)
+		case s.stateUpdated != at:
+			c.errorf("session %q: state stored at %d, the index says %d", id, at, s.stateUpdated)
+		}
+	}
+	for id, s := range q.sessions {
+		if _, ok := stored[id]; s.hasState && !ok {
+			c.errorf("session %q has state in the index but none stored", id)
+		}
+		if s.stateWrites != 0 {
+			c.errorf("session %q has %d state writes in flight at a quiescent point", id, s.stateWrites)
+		}
 	}
 }
 

@@ -108,6 +108,12 @@ func TestCheckInvariantsFindsCorruption(t *testing.T) {
 		}, `session "y" has 1 available messages and no owner but is not in the ready queue`},
 		{"ready flag without queue", func(t *testing.T, e *env, q, s *qstate) { s.ready = nil }, "inReady set but is not in the ready queue"},
 		{"session count", func(t *testing.T, e *env, q, s *qstate) { s.sessions["x"].count++ }, `session "x" counts 3 messages, holds 2`},
+		{"stored session state not indexed", func(t *testing.T, e *env, q, s *qstate) {
+			var bt batchBuf
+			bt.Set(keyS(kSession, s.ent.id, "z"), append(encodeUint(1), "st"...))
+			e.must(e.b.commit(e.ctx, &bt.Batch))
+		}, `session "z" has a stored state but the index says it has none`},
+		{"indexed session state not stored", func(t *testing.T, e *env, q, s *qstate) { s.sessions["y"].hasState = true }, `session "y" has state in the index but none stored`},
 		{"session lock list", func(t *testing.T, e *env, q, s *qstate) { s.unlinkSessionLock(s.sessions["x"]) }, "session-lock list holds 0 sessions, 1 are owned"},
 		{"owner's list", func(t *testing.T, e *env, q, s *qstate) {
 			m := find(t, s, "x1")

@@ -73,7 +73,7 @@ func (q *qstate) session(id string, create bool) *session {
 
 // gcSession forgets a session with nothing left in it.
 func (q *qstate) gcSession(s *session) {
-	if s.count == 0 && !s.hasState && s.owner == nil && len(s.avail) == 0 {
+	if s.count == 0 && !s.hasState && s.owner == nil && len(s.avail) == 0 && s.stateWrites == 0 {
 		delete(q.sessions, s.id)
 	}
 }

@@ -57,6 +57,12 @@ func (b *Broker) recover(ctx context.Context) error {
 		}
 	}
 	if b.opts.Dormant {
+		// Rules are shared metadata, listed and changed on any node: a
+		// dormant subscription knows its own, or AddRule would take a
+		// stored rule's name for a new one.
+		if err := b.readAllRules(ctx); err != nil {
+			return err
+		}
 		for _, e := range b.byID {
 			b.armIdle(e)
 		}
@@ -116,7 +122,7 @@ func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
 		return b.st.Scan(ctx, start, end, fn)
 	}
 	if e.kind == kindSubscription {
-		if err := scan(kRule, func(k, v []byte) error { return b.loadRule(e, k, v) }); err != nil {
+		if err := b.refreshRulesOf(ctx, e); err != nil {
 			return err
 		}
 	}
@@ -180,18 +186,47 @@ func (b *Broker) loadEntity(ctx context.Context, e *entity, now int64) error {
 	})
 }
 
-func (b *Broker) loadRule(s *entity, k, v []byte) error {
+// readAllRules reads the rules of every subscription, with one scan.
+func (b *Broker) readAllRules(ctx context.Context) error {
+	rules := map[*entity][]*rule{}
+	err := b.st.Scan(ctx, []byte{kRule}, []byte{kRule + 1}, func(k, v []byte) error {
+		if len(k) < 9 {
+			return fmt.Errorf("%w: rule key %x", errCorrupt, k)
+		}
+		s := b.byID[binary.BigEndian.Uint64(k[1:9])]
+		if s == nil || s.kind != kindSubscription {
+			return nil // a subscription of a missing topic, skipped above
+		}
+		r, err := b.loadRule(s, k, v)
+		if err != nil {
+			return err
+		}
+		rules[s] = append(rules[s], r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for s, rs := range rules {
+		sortRules(rs)
+		s.mu.Lock()
+		s.rules = rs
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// loadRule decodes and compiles a stored rule of subscription s.
+func (b *Broker) loadRule(s *entity, k, v []byte) (*rule, error) {
 	rp, err := decodeRule(v)
 	if err != nil {
-		return fmt.Errorf("rule record %x: %w", k, err)
+		return nil, fmt.Errorf("rule record %x: %w", k, err)
 	}
 	r, err := compileRule(*rp, b.newID)
 	if err != nil {
-		return fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
+		return nil, fmt.Errorf("stored rule %q of %q: %w", rp.Name, s.path(), err)
 	}
-	s.rules = append(s.rules, r)
-	sortRules(s.rules)
-	return nil
+	return r, nil
 }
 
 // loadMark raises e's sequence floor to a stored mark (index.go) or, in

@@ -355,7 +355,8 @@ func (b *Broker) GetSessionState(ctx context.Context, path, id string) ([]byte, 
 
 // SetSessionState stores a session's state durably; an empty state clears
 // it. The session must be locked (by any receiver) and the state must fit
-// the entity's maximum message size.
+// the entity's maximum message size. Calls for one session are applied one
+// at a time, in the order their lock checks pass.
 func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -373,13 +374,58 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 		}
 	}
 	now := b.now()
+	lost := func() error { return errorf(ErrSessionLockLost, "session %q of %q is not locked", id, path) }
 	q.mu.Lock()
 	s := q.sessions[id]
 	if s == nil || s.owner == nil || s.lockedUntil <= now.UnixNano() {
 		q.mu.Unlock()
-		return errorf(ErrSessionLockLost, "session %q of %q is not locked", id, path)
+		return lost()
 	}
-	q.mu.Unlock()
+	s.stateWrites++
+	if s.stateTurn == nil {
+		s.stateTurn = make(chan struct{}, 1)
+	}
+	turn := s.stateTurn
+	// end indexes the state once stored, lets the session go and passes
+	// the turn on (after the index is updated: the next state's update
+	// must come later).
+	end := func(held, stored bool) {
+		q.mu.Lock()
+		s.stateWrites--
+		if q.sessions[id] == s { // (not when the entity was dropped)
+			if stored {
+				s.hasState, s.stateUpdated = len(state) > 0, now.UnixNano()
+			}
+			q.gcSession(s)
+		}
+		q.mu.Unlock()
+		if held {
+			<-turn
+		}
+	}
+	select {
+	case turn <- struct{}{}:
+		q.mu.Unlock()
+	default:
+		// Another state of this session is being stored. This one is
+		// stored after it, so it checks the lock again then: a state
+		// must not land after one set under a later lock.
+		q.mu.Unlock()
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			end(false, false)
+			return ctx.Err()
+		}
+		now = b.now()
+		q.mu.Lock()
+		ok := q.sessions[id] == s && s.owner != nil && s.lockedUntil > now.UnixNano()
+		q.mu.Unlock()
+		if !ok {
+			end(true, false)
+			return lost()
+		}
+	}
 	var bt batchBuf
 	k := keyS(kSession, q.ent.id, id)
 	if len(state) == 0 {
@@ -388,14 +434,10 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 		bt.Set(k, append(encodeUint(uint64(now.UnixNano())), state...))
 	}
 	if err := b.commit(ctx, &bt.Batch); err != nil {
+		end(true, false)
 		return err
 	}
-	q.mu.Lock()
-	if s = q.sessions[id]; s != nil {
-		s.hasState, s.stateUpdated = len(state) > 0, now.UnixNano()
-		q.gcSession(s)
-	}
-	q.mu.Unlock()
+	end(true, true)
 	return nil
 }
 

@@ -3,9 +3,11 @@ package broker
 import (
 	"context"
 	"fmt"
-	"github.com/busbar-io/busbar/internal/poll"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 )
 
 // Message sessions, following message-sessions.md.
@@ -212,6 +214,115 @@ func TestSessionState(t *testing.T) {
 	if len(ids) != 0 {
 		t.Fatalf("sessions %v after clearing", ids)
 	}
+}
+
+// The bug this guards against: a session released (its consumer closed,
+// no messages) while its state was being committed was forgotten first,
+// and the commit's index update then found no session: the state was
+// stored but ListSessions did not list the session until a restart.
+func TestSessionStateSetWhileTheSessionIsReleasedIsListed(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	if err := b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := b.AcceptSession(ctx, "q", "s1", ConsumerOptions{Deliver: func(*Message) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- b.SetSessionState(ctx, "q", "s1", []byte("st")) }()
+	<-g.entered
+	c.Close() // the session has no messages and no lock now
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatalf("SetSessionState: %v", err)
+	}
+	if st, err := b.GetSessionState(ctx, "q", "s1"); err != nil || string(st) != "st" {
+		t.Fatalf("GetSessionState = %q, %v; want \"st\"", st, err)
+	}
+	ids, err := b.ListSessions(ctx, "q", time.Time{}, 0, 0)
+	if err != nil || fmt.Sprint(ids) != "[s1]" {
+		t.Fatalf("ListSessions = %v, %v; want [s1], the session with state", ids, err)
+	}
+	mustHoldInvariants(t, b)
+}
+
+// SetSessionState calls of one session are stored in the order their lock
+// checks passed: a state set under a lock that was then lost does not land
+// after one set under the next lock, though its commit is the slower. A
+// call that waits for an earlier one checks the lock again when its turn
+// comes.
+func TestSessionStatesAreStoredInTheOrderTheirLockChecksPassed(t *testing.T) {
+	clk := clock.NewFake(t0)
+	b, g := openGated(t, clk, 3, nil)
+	ctx := context.Background()
+	if err := b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: true, LockDuration: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	q := b.byName["q"].q
+	accept := func() {
+		t.Helper()
+		if _, err := b.AcceptSession(ctx, "q", "s1", ConsumerOptions{Deliver: func(*Message) {}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := func(state string) chan error {
+		ch := make(chan error, 1)
+		go func() { ch <- b.SetSessionState(ctx, "q", "s1", []byte(state)) }()
+		return ch
+	}
+	// waitChecked waits until the second call has passed its lock check:
+	// it is then stored already, or waits for its turn.
+	waitChecked := func(second chan error) {
+		t.Helper()
+		poll.Until(t, 10*time.Second, "the second SetSessionState past its lock check", func() bool {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			s := q.sessions["s1"]
+			return len(second) == 1 || (s != nil && s.stateWrites == 2)
+		})
+	}
+	wantState := func(want string) {
+		t.Helper()
+		if st, err := b.GetSessionState(ctx, "q", "s1"); err != nil || string(st) != want {
+			t.Fatalf("state %q, %v; want %q", st, err, want)
+		}
+	}
+
+	accept()
+	g.arm()
+	older := set("older")
+	<-g.entered // its commit is held
+	clk.Advance(11 * time.Second)
+	accept() // the first lock expired: a new receiver holds the session
+	newer := set("newer")
+	waitChecked(newer)
+	close(g.release)
+	if err := <-older; err != nil {
+		t.Fatalf("SetSessionState under the first lock: %v", err)
+	}
+	if err := <-newer; err != nil {
+		t.Fatalf("SetSessionState under the second lock: %v", err)
+	}
+	wantState("newer")
+
+	// The second call's lock expires while it waits: it stores nothing.
+	g.release = make(chan struct{})
+	g.arm()
+	first := set("first")
+	<-g.entered
+	second := set("second")
+	waitChecked(second)
+	clk.Advance(11 * time.Second)
+	close(g.release)
+	if err := <-first; err != nil {
+		t.Fatalf("SetSessionState: %v", err)
+	}
+	wantErr(t, <-second, ErrSessionLockLost)
+	wantState("first")
+	mustHoldInvariants(t, b)
 }
 
 func TestListSessions(t *testing.T) {

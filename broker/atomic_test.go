@@ -434,3 +434,90 @@ func TestBatchPastTheMarkWritesOneMark(t *testing.T) {
 		t.Fatalf("a batch of 500 past the mark committed %d range deletions, want 1", n)
 	}
 }
+
+// newGatedEnv is an env over a gatedStore whose held commits fail with
+// fail (nil: succeed). It must not be restarted (the new broker would not
+// be gated).
+func newGatedEnv(t *testing.T, fail error) (*env, *gatedStore) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	b, g := openGated(t, clk, 5, fail)
+	e := &env{t: t, ctx: context.Background(), st: g.Store, clk: clk, b: b}
+	e.checkOnCleanup(b)
+	return e, g
+}
+
+// failCommit runs op while the gated store holds its next commit, lets
+// that commit end (with the store's fail), and returns op's error. op must
+// commit.
+func failCommit(t *testing.T, g *gatedStore, op func() error) error {
+	t.Helper()
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	select {
+	case <-g.entered:
+	case err := <-done:
+		t.Fatalf("the operation returned %v without committing", err)
+	}
+	g.release <- struct{}{}
+	return <-done
+}
+
+// A receive-and-delete of deferred messages whose commit fails leaves them
+// deferred: received by sequence number only, never by a plain consumer.
+func TestFailedReceiveDeferredLeavesMessagesDeferred(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	ms := e.locked("q", 2)
+	e.must(e.b.Defer(e.ctx, "q", nil, ms[0].LockToken, ms[1].LockToken))
+	seqs := []int64{ms[0].SequenceNumber, ms[1].SequenceNumber}
+	before := e.state("q")
+	err := failCommit(t, g, func() error {
+		_, err := e.b.ReceiveDeferred(e.ctx, "q", seqs, ReceiveAndDelete)
+		return err
+	})
+	if err == nil {
+		t.Fatal("ReceiveDeferred succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if ri := e.info("q"); ri.DeferredMessageCount != 2 || ri.ActiveMessageCount != 0 {
+		t.Fatalf("after the failed ReceiveDeferred: runtime %+v, want 2 deferred", ri)
+	}
+	mustHoldInvariants(t, e.b)
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("a plain consumer received %q, deferred messages", bodies(got))
+	}
+	got, err := e.b.ReceiveDeferred(e.ctx, "q", seqs, ReceiveAndDelete)
+	e.must(err)
+	wantBodies(t, got, "a", "b")
+}
+
+// A delivery in receive-and-delete mode whose commit fails returns its
+// message to the queue with its expiry armed, though the expiry came due
+// (and found the message taken) while the deletion was committing.
+func TestFailedReceiveAndDeleteKeepsTheMessageExpiry(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute})
+	s := &sink{}
+	c, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver})
+	e.must(err)
+	g.arm()
+	done := make(chan struct{})
+	go func() { c.AddCredit(1); close(done) }()
+	<-g.entered
+	e.clk.Advance(2 * time.Minute) // the expiry comes due while the deletion commits
+	g.release <- struct{}{}
+	<-done
+	if got := s.take(); len(got) != 0 {
+		t.Fatalf("delivered %q, whose deletion failed", bodies(got))
+	}
+	c.Close()
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.ActiveMessageCount != 0 || ri.TotalMessageCount != 0 {
+		t.Fatalf("runtime %+v: the expired message is still there", ri)
+	}
+}

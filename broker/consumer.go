@@ -749,7 +749,11 @@ func (b *Broker) finishRD(w *work) error {
 			q.remove(it.m)
 			b.cache.drop(it.m)
 		} else if q.msgs[it.m.seq] == it.m {
-			q.makeAvailable(it.m)
+			// Back where it was: a deferred message (ReceiveDeferred)
+			// stays deferred, an active one is available again with its
+			// expiry armed (it may have come due, and been skipped, while
+			// the deletion was committing).
+			q.route(it.m)
 			if it.c != nil && !it.c.closed {
 				it.c.credit++
 			}

@@ -201,6 +201,63 @@ func TestSettlementThatCannotReadItsMessageChangesNothing(t *testing.T) {
 	}
 }
 
+// A Release (or Abandon) of several messages, some of which go back with
+// nothing to write and one of which needs a move that fails, returns none
+// of them: the failed settlement leaves every lock in place.
+func TestFailedReleaseReturnsNoneOfItsMessages(t *testing.T) {
+	e, fs := newFlakyEnv(t)
+	e.queue("q", QueueProperties{DeadLetteringOnMessageExpiration: true, LockDuration: 5 * time.Minute})
+	// a expires while locked: its release dead-letters it, which reads it.
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute}, msg("b"), msg("c"))
+	ms := e.locked("q", 3)
+	e.clk.Advance(2 * time.Minute)
+	before := e.state("q")
+	fs.failGets.Store(true)
+	err := e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken, ms[2].LockToken)
+	fs.failGets.Store(false)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("Release that cannot dead-letter its expired message: %v, want the read error", err)
+	}
+	e.wantUnchanged(before, "q")
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("after a failed Release, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Complete(e.ctx, "q", ms[0].LockToken, ms[1].LockToken, ms[2].LockToken))
+	if ri := e.info("q"); ri.TotalMessageCount != 0 {
+		t.Fatalf("runtime %+v after completing all", ri)
+	}
+}
+
+// A Release whose commit fails leaves every lock in place, including those
+// of messages that needed nothing written; one that succeeds returns them.
+func TestReleaseWhoseCommitFailsReturnsNothing(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{DeadLetteringOnMessageExpiration: true, LockDuration: 5 * time.Minute})
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute}, msg("b"))
+	ms := e.locked("q", 2)
+	e.clk.Advance(2 * time.Minute)
+	before := e.state("q")
+	err := failCommit(t, g, func() error { return e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken) })
+	if err == nil {
+		t.Fatal("Release succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("after a failed Release, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken))
+	if ri := e.info("q"); ri.ActiveMessageCount != 1 || ri.DeadLetterMessageCount != 1 {
+		t.Fatalf("runtime %+v after the release, want b active and a dead-lettered", ri)
+	}
+	got := e.receive("q", PeekLock, 5)
+	wantBodies(t, got, "b")
+	if got[0].DeliveryCount != 0 {
+		t.Fatalf("released message delivered with count %d, want 0", got[0].DeliveryCount)
+	}
+}
+
 // A delivery whose body is not cached is read outside the queue's lock;
 // when the read fails the message is not lost: receive-and-delete keeps it
 // in the queue, peek-lock delivers it again after its lock expires.

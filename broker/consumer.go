@@ -427,6 +427,9 @@ type work struct {
 	rd    []rdItem
 	pc    *pendingCommit
 	moves []*move
+	// back holds the messages a settlement returns without writing
+	// anything, until it knows whether it commits (settleLocked).
+	back []*msgIdx
 	// slab holds the moves newMove makes; slabHint, when set, is how many
 	// the work is expected to make (it sizes the first slab and moves).
 	slab     []move

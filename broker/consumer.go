@@ -256,7 +256,14 @@ func (c *Consumer) Close() error {
 		}
 		for _, m := range mine {
 			q.unlock(m)
-			q.makeAvailable(m)
+			if m.pending {
+				// Its settlement is committing and decides where it
+				// goes; if that fails, runMoves returns it, unlocked.
+				continue
+			}
+			// Its expiry may have come due, and been skipped, while it
+			// was locked: route arms it again.
+			q.route(m)
 		}
 	}
 	q.dispatch(w)

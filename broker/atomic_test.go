@@ -101,6 +101,128 @@ func TestSettlementWithABadTokenChangesNothing(t *testing.T) {
 	}
 }
 
+// A settlement of several messages whose commit fails changes nothing:
+// the store, the counts, the locks and the delivery counts are as before,
+// and the same settlement then succeeds with the same tokens.
+func TestSettlementWhoseCommitFailsChangesNothing(t *testing.T) {
+	ops := map[string]struct {
+		op func(e *env, ts ...LockToken) error
+		// after checks the queue once the settlement has succeeded.
+		after func(e *env)
+	}{
+		"complete": {
+			func(e *env, ts ...LockToken) error { return e.b.Complete(e.ctx, "q", ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.TotalMessageCount != 0 {
+					e.t.Fatalf("runtime %+v after completing all", ri)
+				}
+			},
+		},
+		"abandon": {
+			func(e *env, ts ...LockToken) error {
+				return e.b.Abandon(e.ctx, "q", map[string]any{"x": int64(1)}, ts...)
+			},
+			func(e *env) {
+				got := e.receive("q", PeekLock, 5)
+				wantBodies(e.t, got, "a", "b", "c")
+				for _, m := range got {
+					if m.DeliveryCount != 1 || m.Properties["x"] != int64(1) {
+						e.t.Fatalf("%s after one abandon: delivery count %d, properties %v", m.Body, m.DeliveryCount, m.Properties)
+					}
+				}
+			},
+		},
+		"deadletter": {
+			func(e *env, ts ...LockToken) error { return e.b.DeadLetter(e.ctx, "q", "r", "d", nil, ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.DeadLetterMessageCount != 3 || ri.ActiveMessageCount != 0 {
+					e.t.Fatalf("runtime %+v, want 3 dead-lettered", ri)
+				}
+			},
+		},
+		"defer": {
+			func(e *env, ts ...LockToken) error { return e.b.Defer(e.ctx, "q", nil, ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.DeferredMessageCount != 3 || ri.ActiveMessageCount != 0 {
+					e.t.Fatalf("runtime %+v, want 3 deferred", ri)
+				}
+			},
+		},
+	}
+	for name, tc := range ops {
+		t.Run(name, func(t *testing.T) {
+			e, g := newGatedEnv(t, failWith(true))
+			e.queue("q", QueueProperties{})
+			e.send("q", msg("a"), msg("b"), msg("c"))
+			ms := e.locked("q", 3)
+			ts := []LockToken{ms[0].LockToken, ms[1].LockToken, ms[2].LockToken}
+			before := e.state("q")
+			if err := failCommit(t, g, func() error { return tc.op(e, ts...) }); err == nil {
+				t.Fatal("the settlement succeeded though its commit failed")
+			}
+			e.wantUnchanged(before, "q")
+			if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+				t.Fatalf("after a failed settlement, %q were delivered again", bodies(got))
+			}
+			mustHoldInvariants(t, e.b)
+			e.must(tc.op(e, ts...))
+			tc.after(e)
+		})
+	}
+}
+
+// An Abandon of a dead-lettered message (nothing to write: no count
+// outside the main subqueue) and a main-subqueue one (a count to write)
+// whose commit fails returns neither.
+func TestAbandonAcrossSubqueuesWhoseCommitFailsReturnsNothing(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("to-dlq"), msg("main"))
+	first := e.locked("q", 1)[0]
+	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, first.LockToken))
+	dlq := e.locked("q/$DeadLetterQueue", 1)[0]
+	main := e.locked("q", 1)[0]
+	before := e.state("q")
+	if err := failCommit(t, g, func() error { return e.b.Abandon(e.ctx, "q", nil, dlq.LockToken, main.LockToken) }); err == nil {
+		t.Fatal("Abandon succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if got := append(e.receive("q", PeekLock, 5), e.receive("q/$DeadLetterQueue", PeekLock, 5)...); len(got) != 0 {
+		t.Fatalf("after a failed Abandon, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Abandon(e.ctx, "q", nil, dlq.LockToken, main.LockToken))
+	wantBodies(t, e.receive("q", PeekLock, 5), "main")
+	wantBodies(t, e.receive("q/$DeadLetterQueue", PeekLock, 5), "to-dlq")
+}
+
+// A settlement whose commit fails after the messages' locks expired (and,
+// for one, its TTL passed) meanwhile returns them to the queue rather
+// than stranding them: the expired one expires, the other is delivered
+// again.
+func TestSettlementWhoseCommitFailsAfterItsLocksExpiredReturnsThem(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{LockDuration: time.Minute})
+	e.send("q", msg("a"), &Message{Body: []byte("b"), TimeToLive: 90 * time.Second})
+	ms := e.locked("q", 2)
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- e.b.Complete(e.ctx, "q", ms[0].LockToken, ms[1].LockToken) }()
+	<-g.entered
+	e.clk.Advance(2 * time.Minute) // the locks expire, and b's TTL passes
+	g.release <- struct{}{}
+	if err := <-done; err == nil {
+		t.Fatal("Complete succeeded though its commit failed")
+	}
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.TotalMessageCount != 1 || ri.ActiveMessageCount != 1 {
+		t.Fatalf("runtime %+v, want a alone, active", ri)
+	}
+	wantBodies(t, e.receive("q", PeekLock, 5), "a")
+	wantErr(t, e.b.Complete(e.ctx, "q", ms[0].LockToken), ErrLockLost)
+}
+
 // The bug this guards against: a dead-letter of a main-queue message and
 // a dead-letter-queue message (both locked on the queue's state) applied
 // the first and then failed on the second.

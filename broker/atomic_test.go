@@ -101,6 +101,128 @@ func TestSettlementWithABadTokenChangesNothing(t *testing.T) {
 	}
 }
 
+// A settlement of several messages whose commit fails changes nothing:
+// the store, the counts, the locks and the delivery counts are as before,
+// and the same settlement then succeeds with the same tokens.
+func TestSettlementWhoseCommitFailsChangesNothing(t *testing.T) {
+	ops := map[string]struct {
+		op func(e *env, ts ...LockToken) error
+		// after checks the queue once the settlement has succeeded.
+		after func(e *env)
+	}{
+		"complete": {
+			func(e *env, ts ...LockToken) error { return e.b.Complete(e.ctx, "q", ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.TotalMessageCount != 0 {
+					e.t.Fatalf("runtime %+v after completing all", ri)
+				}
+			},
+		},
+		"abandon": {
+			func(e *env, ts ...LockToken) error {
+				return e.b.Abandon(e.ctx, "q", map[string]any{"x": int64(1)}, ts...)
+			},
+			func(e *env) {
+				got := e.receive("q", PeekLock, 5)
+				wantBodies(e.t, got, "a", "b", "c")
+				for _, m := range got {
+					if m.DeliveryCount != 1 || m.Properties["x"] != int64(1) {
+						e.t.Fatalf("%s after one abandon: delivery count %d, properties %v", m.Body, m.DeliveryCount, m.Properties)
+					}
+				}
+			},
+		},
+		"deadletter": {
+			func(e *env, ts ...LockToken) error { return e.b.DeadLetter(e.ctx, "q", "r", "d", nil, ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.DeadLetterMessageCount != 3 || ri.ActiveMessageCount != 0 {
+					e.t.Fatalf("runtime %+v, want 3 dead-lettered", ri)
+				}
+			},
+		},
+		"defer": {
+			func(e *env, ts ...LockToken) error { return e.b.Defer(e.ctx, "q", nil, ts...) },
+			func(e *env) {
+				if ri := e.info("q"); ri.DeferredMessageCount != 3 || ri.ActiveMessageCount != 0 {
+					e.t.Fatalf("runtime %+v, want 3 deferred", ri)
+				}
+			},
+		},
+	}
+	for name, tc := range ops {
+		t.Run(name, func(t *testing.T) {
+			e, g := newGatedEnv(t, failWith(true))
+			e.queue("q", QueueProperties{})
+			e.send("q", msg("a"), msg("b"), msg("c"))
+			ms := e.locked("q", 3)
+			ts := []LockToken{ms[0].LockToken, ms[1].LockToken, ms[2].LockToken}
+			before := e.state("q")
+			if err := failCommit(t, g, func() error { return tc.op(e, ts...) }); err == nil {
+				t.Fatal("the settlement succeeded though its commit failed")
+			}
+			e.wantUnchanged(before, "q")
+			if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+				t.Fatalf("after a failed settlement, %q were delivered again", bodies(got))
+			}
+			mustHoldInvariants(t, e.b)
+			e.must(tc.op(e, ts...))
+			tc.after(e)
+		})
+	}
+}
+
+// An Abandon of a dead-lettered message (nothing to write: no count
+// outside the main subqueue) and a main-subqueue one (a count to write)
+// whose commit fails returns neither.
+func TestAbandonAcrossSubqueuesWhoseCommitFailsReturnsNothing(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("to-dlq"), msg("main"))
+	first := e.locked("q", 1)[0]
+	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, first.LockToken))
+	dlq := e.locked("q/$DeadLetterQueue", 1)[0]
+	main := e.locked("q", 1)[0]
+	before := e.state("q")
+	if err := failCommit(t, g, func() error { return e.b.Abandon(e.ctx, "q", nil, dlq.LockToken, main.LockToken) }); err == nil {
+		t.Fatal("Abandon succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if got := append(e.receive("q", PeekLock, 5), e.receive("q/$DeadLetterQueue", PeekLock, 5)...); len(got) != 0 {
+		t.Fatalf("after a failed Abandon, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Abandon(e.ctx, "q", nil, dlq.LockToken, main.LockToken))
+	wantBodies(t, e.receive("q", PeekLock, 5), "main")
+	wantBodies(t, e.receive("q/$DeadLetterQueue", PeekLock, 5), "to-dlq")
+}
+
+// A settlement whose commit fails after the messages' locks expired (and,
+// for one, its TTL passed) meanwhile returns them to the queue rather
+// than stranding them: the expired one expires, the other is delivered
+// again.
+func TestSettlementWhoseCommitFailsAfterItsLocksExpiredReturnsThem(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{LockDuration: time.Minute})
+	e.send("q", msg("a"), &Message{Body: []byte("b"), TimeToLive: 90 * time.Second})
+	ms := e.locked("q", 2)
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- e.b.Complete(e.ctx, "q", ms[0].LockToken, ms[1].LockToken) }()
+	<-g.entered
+	e.clk.Advance(2 * time.Minute) // the locks expire, and b's TTL passes
+	g.release <- struct{}{}
+	if err := <-done; err == nil {
+		t.Fatal("Complete succeeded though its commit failed")
+	}
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.TotalMessageCount != 1 || ri.ActiveMessageCount != 1 {
+		t.Fatalf("runtime %+v, want a alone, active", ri)
+	}
+	wantBodies(t, e.receive("q", PeekLock, 5), "a")
+	wantErr(t, e.b.Complete(e.ctx, "q", ms[0].LockToken), ErrLockLost)
+}
+
 // The bug this guards against: a dead-letter of a main-queue message and
 // a dead-letter-queue message (both locked on the queue's state) applied
 // the first and then failed on the second.
@@ -198,6 +320,63 @@ func TestSettlementThatCannotReadItsMessageChangesNothing(t *testing.T) {
 		if m.DeliveryCount != 1 || m.Properties["why"] != "y" {
 			t.Fatalf("after one abandon: delivery count %d, properties %v", m.DeliveryCount, m.Properties)
 		}
+	}
+}
+
+// A Release (or Abandon) of several messages, some of which go back with
+// nothing to write and one of which needs a move that fails, returns none
+// of them: the failed settlement leaves every lock in place.
+func TestFailedReleaseReturnsNoneOfItsMessages(t *testing.T) {
+	e, fs := newFlakyEnv(t)
+	e.queue("q", QueueProperties{DeadLetteringOnMessageExpiration: true, LockDuration: 5 * time.Minute})
+	// a expires while locked: its release dead-letters it, which reads it.
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute}, msg("b"), msg("c"))
+	ms := e.locked("q", 3)
+	e.clk.Advance(2 * time.Minute)
+	before := e.state("q")
+	fs.failGets.Store(true)
+	err := e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken, ms[2].LockToken)
+	fs.failGets.Store(false)
+	if !errors.Is(err, errInjected) {
+		t.Fatalf("Release that cannot dead-letter its expired message: %v, want the read error", err)
+	}
+	e.wantUnchanged(before, "q")
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("after a failed Release, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Complete(e.ctx, "q", ms[0].LockToken, ms[1].LockToken, ms[2].LockToken))
+	if ri := e.info("q"); ri.TotalMessageCount != 0 {
+		t.Fatalf("runtime %+v after completing all", ri)
+	}
+}
+
+// A Release whose commit fails leaves every lock in place, including those
+// of messages that needed nothing written; one that succeeds returns them.
+func TestReleaseWhoseCommitFailsReturnsNothing(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{DeadLetteringOnMessageExpiration: true, LockDuration: 5 * time.Minute})
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute}, msg("b"))
+	ms := e.locked("q", 2)
+	e.clk.Advance(2 * time.Minute)
+	before := e.state("q")
+	err := failCommit(t, g, func() error { return e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken) })
+	if err == nil {
+		t.Fatal("Release succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("after a failed Release, %q were delivered again", bodies(got))
+	}
+	mustHoldInvariants(t, e.b)
+	e.must(e.b.Release(e.ctx, "q", ms[1].LockToken, ms[0].LockToken))
+	if ri := e.info("q"); ri.ActiveMessageCount != 1 || ri.DeadLetterMessageCount != 1 {
+		t.Fatalf("runtime %+v after the release, want b active and a dead-lettered", ri)
+	}
+	got := e.receive("q", PeekLock, 5)
+	wantBodies(t, got, "b")
+	if got[0].DeliveryCount != 0 {
+		t.Fatalf("released message delivered with count %d, want 0", got[0].DeliveryCount)
 	}
 }
 
@@ -444,5 +623,92 @@ func TestBatchPastTheMarkWritesOneMark(t *testing.T) {
 	}
 	if n := st.ranges.Load() - before; n != 1 {
 		t.Fatalf("a batch of 500 past the mark committed %d range deletions, want 1", n)
+	}
+}
+
+// newGatedEnv is an env over a gatedStore whose held commits fail with
+// fail (nil: succeed). It must not be restarted (the new broker would not
+// be gated).
+func newGatedEnv(t *testing.T, fail error) (*env, *gatedStore) {
+	t.Helper()
+	clk := clock.NewFake(t0)
+	b, g := openGated(t, clk, 5, fail)
+	e := &env{t: t, ctx: context.Background(), st: g.Store, clk: clk, b: b}
+	e.checkOnCleanup(b)
+	return e, g
+}
+
+// failCommit runs op while the gated store holds its next commit, lets
+// that commit end (with the store's fail), and returns op's error. op must
+// commit.
+func failCommit(t *testing.T, g *gatedStore, op func() error) error {
+	t.Helper()
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- op() }()
+	select {
+	case <-g.entered:
+	case err := <-done:
+		t.Fatalf("the operation returned %v without committing", err)
+	}
+	g.release <- struct{}{}
+	return <-done
+}
+
+// A receive-and-delete of deferred messages whose commit fails leaves them
+// deferred: received by sequence number only, never by a plain consumer.
+func TestFailedReceiveDeferredLeavesMessagesDeferred(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", msg("a"), msg("b"))
+	ms := e.locked("q", 2)
+	e.must(e.b.Defer(e.ctx, "q", nil, ms[0].LockToken, ms[1].LockToken))
+	seqs := []int64{ms[0].SequenceNumber, ms[1].SequenceNumber}
+	before := e.state("q")
+	err := failCommit(t, g, func() error {
+		_, err := e.b.ReceiveDeferred(e.ctx, "q", seqs, ReceiveAndDelete)
+		return err
+	})
+	if err == nil {
+		t.Fatal("ReceiveDeferred succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	if ri := e.info("q"); ri.DeferredMessageCount != 2 || ri.ActiveMessageCount != 0 {
+		t.Fatalf("after the failed ReceiveDeferred: runtime %+v, want 2 deferred", ri)
+	}
+	mustHoldInvariants(t, e.b)
+	if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+		t.Fatalf("a plain consumer received %q, deferred messages", bodies(got))
+	}
+	got, err := e.b.ReceiveDeferred(e.ctx, "q", seqs, ReceiveAndDelete)
+	e.must(err)
+	wantBodies(t, got, "a", "b")
+}
+
+// A delivery in receive-and-delete mode whose commit fails returns its
+// message to the queue with its expiry armed, though the expiry came due
+// (and found the message taken) while the deletion was committing.
+func TestFailedReceiveAndDeleteKeepsTheMessageExpiry(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute})
+	s := &sink{}
+	c, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Mode: ReceiveAndDelete, Deliver: s.deliver})
+	e.must(err)
+	g.arm()
+	done := make(chan struct{})
+	go func() { c.AddCredit(1); close(done) }()
+	<-g.entered
+	e.clk.Advance(2 * time.Minute) // the expiry comes due while the deletion commits
+	g.release <- struct{}{}
+	<-done
+	if got := s.take(); len(got) != 0 {
+		t.Fatalf("delivered %q, whose deletion failed", bodies(got))
+	}
+	c.Close()
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.ActiveMessageCount != 0 || ri.TotalMessageCount != 0 {
+		t.Fatalf("runtime %+v: the expired message is still there", ri)
 	}
 }

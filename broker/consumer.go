@@ -256,7 +256,14 @@ func (c *Consumer) Close() error {
 		}
 		for _, m := range mine {
 			q.unlock(m)
-			q.makeAvailable(m)
+			if m.pending {
+				// Its settlement is committing and decides where it
+				// goes; if that fails, runMoves returns it, unlocked.
+				continue
+			}
+			// Its expiry may have come due, and been skipped, while it
+			// was locked: route arms it again.
+			q.route(m)
 		}
 	}
 	q.dispatch(w)
@@ -427,6 +434,9 @@ type work struct {
 	rd    []rdItem
 	pc    *pendingCommit
 	moves []*move
+	// back holds the messages a settlement returns without writing
+	// anything, until it knows whether it commits (settleLocked).
+	back []*msgIdx
 	// slab holds the moves newMove makes; slabHint, when set, is how many
 	// the work is expected to make (it sizes the first slab and moves).
 	slab     []move
@@ -749,7 +759,11 @@ func (b *Broker) finishRD(w *work) error {
 			q.remove(it.m)
 			b.cache.drop(it.m)
 		} else if q.msgs[it.m.seq] == it.m {
-			q.makeAvailable(it.m)
+			// Back where it was: a deferred message (ReceiveDeferred)
+			// stays deferred, an active one is available again with its
+			// expiry armed (it may have come due, and been skipped, while
+			// the deletion was committing).
+			q.route(it.m)
 			if it.c != nil && !it.c.closed {
 				it.c.credit++
 			}

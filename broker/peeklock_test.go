@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -150,6 +151,71 @@ func TestCloseLeavesLocksOrAbandons(t *testing.T) {
 	wantBodies(t, got, "b", "c")
 	if got[0].DeliveryCount != 1 || got[1].DeliveryCount != 0 {
 		t.Fatalf("abandon-on-close counted a delivery: %d", got[0].DeliveryCount)
+	}
+}
+
+// Closing a consumer with AbandonOnClose leaves alone a message whose
+// settlement is committing: the settlement decides where it goes. When the
+// settlement fails, the message is returned, not left locked to the
+// closed consumer.
+func TestAbandonOnCloseLeavesACommittingSettlementAlone(t *testing.T) {
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settlement fails %v", fail), func(t *testing.T) {
+			e, g := newGatedEnv(t, failWith(fail))
+			e.queue("q", QueueProperties{})
+			e.send("q", msg("a"))
+			s := &sink{}
+			c, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Deliver: s.deliver, AbandonOnClose: true})
+			e.must(err)
+			c.AddCredit(1)
+			m := s.takeN(t, 1)[0]
+			g.arm()
+			done := make(chan error, 1)
+			go func() { done <- e.b.Complete(e.ctx, "q", m.LockToken) }()
+			<-g.entered
+			c.Close()
+			if got := e.receive("q", PeekLock, 5); len(got) != 0 {
+				t.Fatalf("delivered %q while its completion was committing", bodies(got))
+			}
+			g.release <- struct{}{}
+			err = <-done
+			if fail != (err != nil) {
+				t.Fatalf("Complete: %v, want failure %v", err, fail)
+			}
+			mustHoldInvariants(t, e.b)
+			got := e.receive("q", PeekLock, 5)
+			if !fail {
+				if len(got) != 0 || e.info("q").TotalMessageCount != 0 {
+					t.Fatalf("completed message still there: delivered %q", bodies(got))
+				}
+				return
+			}
+			wantBodies(t, got, "a")
+			if got[0].DeliveryCount != 0 {
+				t.Fatalf("returned with delivery count %d, want 0", got[0].DeliveryCount)
+			}
+			wantErr(t, e.b.Complete(e.ctx, "q", m.LockToken), ErrLockLost)
+		})
+	}
+}
+
+// A message whose TTL passed while it was locked expires once closing its
+// consumer with AbandonOnClose returns it.
+func TestAbandonOnCloseExpiresAMessageWhoseTTLPassed(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{LockDuration: 5 * time.Minute})
+	e.send("q", &Message{Body: []byte("a"), TimeToLive: time.Minute})
+	s := &sink{}
+	c, err := e.b.NewConsumer(e.ctx, "q", ConsumerOptions{Deliver: s.deliver, AbandonOnClose: true})
+	e.must(err)
+	c.AddCredit(1)
+	s.takeN(t, 1)
+	e.clk.Advance(2 * time.Minute) // the expiry comes due while it is locked
+	c.Close()
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.TotalMessageCount != 0 {
+		t.Fatalf("runtime %+v: the expired message is still there", ri)
 	}
 }
 

@@ -10,6 +10,8 @@ import "context"
 // MaxDeliveryCount. A message whose TTL passed while it was locked expires.
 func (b *Broker) Release(ctx context.Context, path string, tokens ...LockToken) error {
 	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
-		q.failedDelivery(m, nil, false, w)
+		if !q.failedDeliveryMove(m, nil, false, w) {
+			w.back = append(w.back, m)
+		}
 	})
 }

@@ -52,6 +52,33 @@ func TestCancelScheduled(t *testing.T) {
 	wantErr(t, e.b.CancelScheduled(e.ctx, "q", seqs[1:]), ErrMessageNotFound)
 }
 
+// A CancelScheduled whose commit fails leaves its messages scheduled, and
+// they activate though their time came while the cancel was committing
+// (the activation found them pending and was dropped).
+func TestFailedCancelScheduledStillActivates(t *testing.T) {
+	e, g := newGatedEnv(t, failWith(true))
+	e.queue("q", QueueProperties{})
+	seqs, err := e.b.Schedule(e.ctx, "q", t0.Add(time.Minute), []*Message{msg("a"), msg("b")})
+	e.must(err)
+	before := e.state("q")
+	g.arm()
+	done := make(chan error, 1)
+	go func() { done <- e.b.CancelScheduled(e.ctx, "q", seqs) }()
+	<-g.entered
+	e.clk.Advance(2 * time.Minute) // their time comes while the cancel commits
+	g.release <- struct{}{}
+	if err := <-done; err == nil {
+		t.Fatal("CancelScheduled succeeded though its commit failed")
+	}
+	e.wantUnchanged(before, "q")
+	mustHoldInvariants(t, e.b)
+	e.clk.Advance(0)
+	if ri := e.info("q"); ri.ScheduledMessageCount != 0 || ri.ActiveMessageCount != 2 {
+		t.Fatalf("runtime %+v after the failed cancel, want both activated", ri)
+	}
+	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "a", "b")
+}
+
 func TestScheduledSurvivesRestart(t *testing.T) {
 	e := newEnv(t)
 	e.queue("q", QueueProperties{})

@@ -771,6 +771,10 @@ func (b *Broker) CancelScheduled(ctx context.Context, path string, seqs []int64)
 		if err == nil {
 			h.q.remove(h.m)
 			b.cache.drop(h.m)
+		} else if h.q.msgs[h.m.seq] == h.m {
+			// Its activation may have come due while it was pending, and
+			// been dropped: arm it again (at once when it is due).
+			h.q.route(h.m)
 		}
 		h.q.mu.Unlock()
 	}

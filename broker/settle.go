@@ -17,6 +17,7 @@ const (
 	mvForward                      // delete here, send to fwd (dead-letter forwarding)
 	mvActivate                     // scheduled → active under a new sequence number
 	mvRetry                        // nothing written: try the activation again later
+	mvReturn                       // nothing written: unlock the message and return it
 )
 
 // move is a change to one message that needs a store commit. It is
@@ -255,6 +256,9 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			}
 		case mvRetry:
 			q.setDeadline(m, b.now().Add(time.Second).UnixNano())
+		case mvReturn:
+			q.unlock(m)
+			q.route(m)
 		case mvActivate:
 			q.clearDeadline(m)
 			delete(q.msgs, m.seq)
@@ -408,9 +412,22 @@ func (q *qstate) settleLocked(r *settleReq, w *work) error {
 			}
 		}
 	}
+	n := len(w.moves)
 	for _, m := range ms {
 		r.op(q, m, w)
 	}
+	// Messages that only go back, unlocked, write nothing: they go back at
+	// once when the settlement commits nothing else, or else with its
+	// commit, as moves, so that a settlement that fails returns none.
+	for _, m := range w.back {
+		if len(w.moves) == n {
+			q.unlock(m)
+			q.route(m)
+		} else {
+			w.moves = append(w.moves, w.newMove(m, mvReturn, m.sub, m.state, m.deliveries))
+		}
+	}
+	w.back = w.back[:0]
 	return nil
 }
 
@@ -448,7 +465,9 @@ func (b *Broker) Abandon(ctx context.Context, path string, props map[string]any,
 		return errorf(ErrInvalidArgument, "properties to modify: %v", err)
 	}
 	return b.settle(ctx, path, tokens, nil, func(q *qstate, m *msgIdx, w *work) {
-		q.failedDelivery(m, props, true, w)
+		if !q.failedDeliveryMove(m, props, true, w) {
+			w.back = append(w.back, m)
+		}
 	})
 }
 
@@ -512,6 +531,18 @@ func (b *Broker) RenewLock(ctx context.Context, path string, token LockToken) (t
 // dead-letters, expires, or returns the message, merging props. q.mu is
 // held; m may still be locked.
 func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *work) {
+	if !q.failedDeliveryMove(m, props, count, w) {
+		q.unlock(m)
+		q.route(m)
+	}
+}
+
+// failedDeliveryMove is failedDelivery but for returning the message: it
+// adds the move m needs to w and returns true, or returns false when m
+// only needs unlocking and returning, which writes nothing. Settlements
+// use it to return such messages only once the rest of the settlement is
+// committed (settleLocked).
+func (q *qstate) failedDeliveryMove(m *msgIdx, props map[string]any, count bool, w *work) bool {
 	d := m.deliveries
 	if m.sub == SubqueueMain && count {
 		d++
@@ -529,9 +560,9 @@ func (q *qstate) failedDelivery(m *msgIdx, props map[string]any, count bool, w *
 		mv.props = props
 		w.moves = append(w.moves, mv)
 	default:
-		q.unlock(m)
-		q.route(m)
+		return false
 	}
+	return true
 }
 
 // deadLetter moves m to the dead-letter subqueue (or forwards it there,

@@ -18,7 +18,10 @@ package broker
 // deferred messages, delete and purge, advance the clock (lock and session
 // lock expiry, TTL, scheduled activation, acceptors timing out, run one
 // deadline instant at a time), and restart (locks vanish, everything else
-// survives).
+// survives). Now and then the store commit of a send, schedule, cancel,
+// settlement, session state, receive of deferred messages, deletion of
+// messages or entity update is made to fail (faultStore): the operation must return the failure and
+// change nothing.
 //
 // After every step and every deadline instant the broker's observable
 // state (Peek of every subqueue with state, delivery count, expiry,
@@ -51,11 +54,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/busbar-io/busbar/clock"
 	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/store"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -219,6 +224,7 @@ type modelRun struct {
 	seed   uint64
 	rng    *rand.Rand
 	st     *memstore.Store
+	fs     *faultStore // st, failing a commit when an operation is picked to fail
 	clk    *clock.Fake
 	b      *Broker
 	opens  int
@@ -331,7 +337,8 @@ func (r *modelRun) openBroker() {
 	var key [32]byte
 	binary.LittleEndian.PutUint64(key[:], r.seed)
 	binary.LittleEndian.PutUint64(key[8:], uint64(r.opens))
-	b, err := Open(bg, r.st, Options{Clock: r.clk, Rand: seededRand{rand.NewChaCha8(key)}, Logger: slog.New(slog.DiscardHandler), PageWindow: r.window})
+	r.fs = &faultStore{Store: r.st}
+	b, err := Open(bg, r.fs, Options{Clock: r.clk, Rand: seededRand{rand.NewChaCha8(key)}, Logger: slog.New(slog.DiscardHandler), PageWindow: r.window})
 	if err != nil {
 		r.t.Fatalf("seed %d: Open: %v", r.seed, err)
 	}
@@ -340,6 +347,47 @@ func (r *modelRun) openBroker() {
 }
 
 func (r *modelRun) now() int64 { return r.clk.Now().UnixNano() }
+
+// faultStore fails the next commit while armed: the model's fault
+// injection.
+type faultStore struct {
+	*memstore.Store
+	armed atomic.Bool
+}
+
+var errCommitInjected = errors.New("injected commit failure")
+
+func (f *faultStore) Commit(ctx context.Context, b *store.Batch) error {
+	if f.armed.CompareAndSwap(true, false) {
+		return errCommitInjected
+	}
+	return f.Store.Commit(ctx, b)
+}
+
+// pFault is how often an operation's commit is made to fail.
+const pFault = 0.06
+
+// faulty arms, now and then, a failure of the next store commit; after the
+// operation, failed reports whether that commit failed. The operation must
+// then have returned that failure and changed nothing: its caller leaves
+// the model as it was, and the step's verify compares.
+func (r *modelRun) faulty() (failed func(op string, err error) bool) {
+	if !r.chance(pFault) {
+		return func(string, error) bool { return false }
+	}
+	r.fs.armed.Store(true)
+	return func(op string, err error) bool {
+		if r.fs.armed.Swap(false) {
+			return false // the operation committed nothing
+		}
+		r.logf("  (its commit failed)")
+		if !errors.Is(err, errCommitInjected) {
+			r.failf("%s: its commit failed, yet it returned %v", op, err)
+		}
+		r.tally[op+": commit failed"]++
+		return true
+	}
+}
 
 // logf records an operation for the failure report.
 func (r *modelRun) logf(format string, args ...any) {
@@ -790,8 +838,9 @@ func (r *modelRun) opSend() {
 		sched = at.UnixNano()
 	}
 	r.logf("Send %s %v sched=%v %s", e.name, ids(model), sched != 0, why)
+	failed := r.faulty()
 	err := r.b.Send(bg, e.name, msgs)
-	if r.refused("Send", why, err, want) {
+	if failed("Send", err) || r.refused("Send", why, err, want) {
 		return
 	}
 	r.wantErr("Send", err, nil)
@@ -809,8 +858,9 @@ func (r *modelRun) opSchedule() {
 		at, why, want = time.Time{}, "zero schedule time", ErrInvalidArgument
 	}
 	r.logf("Schedule %s %v %s", e.name, ids(model), why)
+	failed := r.faulty()
 	seqs, err := r.b.Schedule(bg, e.name, at, msgs)
-	if r.refused("Schedule", why, err, want) {
+	if failed("Schedule", err) || r.refused("Schedule", why, err, want) {
 		return
 	}
 	r.wantErr("Schedule", err, nil)
@@ -867,7 +917,11 @@ func (r *modelRun) opCancel() {
 		r.rng.Shuffle(len(seqs), func(i, j int) { seqs[i], seqs[j] = seqs[j], seqs[i] })
 	}
 	r.logf("CancelScheduled %s %v (bad %v)", e.name, seqs, bad)
+	failed := r.faulty()
 	err := r.b.CancelScheduled(bg, e.name, seqs)
+	if failed("CancelScheduled", err) {
+		return
+	}
 	if bad {
 		r.wantErr("CancelScheduled", err, ErrMessageNotFound)
 		return
@@ -1260,8 +1314,11 @@ func (r *modelRun) opSessionState() {
 	}
 	s := e.sess[id]
 	r.logf("SetSessionState %s/%s %q", e.name, id, state)
+	failed := r.faulty()
 	err := r.b.SetSessionState(bg, e.name, id, state)
-	if s == nil || s.owner == nil {
+	if failed("SetSessionState", err) {
+		// unchanged: the state read below is the old one
+	} else if s == nil || s.owner == nil {
 		r.wantErr("SetSessionState of an unlocked session", err, ErrSessionLockLost)
 	} else {
 		r.wantErr("SetSessionState", err, nil)
@@ -1404,6 +1461,7 @@ func (r *modelRun) opSettle() {
 	}
 	r.logf("%s %s tokens of %v props %v (want %v)", kind, path, names, props, want)
 	var err error
+	failed := r.faulty()
 	switch kind {
 	case "complete":
 		err = r.b.Complete(bg, path, tokens...)
@@ -1413,6 +1471,9 @@ func (r *modelRun) opSettle() {
 		err = r.b.Defer(bg, path, props, tokens...)
 	case "deadletter":
 		err = r.b.DeadLetter(bg, path, reason, "desc", props, tokens...)
+	}
+	if failed(kind, err) {
+		return
 	}
 	r.wantErr(kind, err, want)
 	if want != nil {
@@ -1504,7 +1565,11 @@ func (r *modelRun) opReceiveDeferred() {
 		mode = ReceiveAndDelete
 	}
 	r.logf("ReceiveDeferred %s %v mode %d (bad %v)", path, seqs, mode, bad)
+	failed := r.faulty()
 	got, err := r.b.ReceiveDeferred(bg, path, seqs, mode)
+	if failed("ReceiveDeferred", err) {
+		return
+	}
 	if bad {
 		r.wantErr("ReceiveDeferred", err, ErrMessageNotFound)
 		return
@@ -1575,6 +1640,7 @@ func (r *modelRun) opRestart() {
 // ones keep theirs.
 func (r *modelRun) opUpdate() {
 	e := r.ent()
+	lockDur, maxDeliv, status := e.lockDur, e.maxDeliv, e.status // kept if the update fails
 	e.lockDur = []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 45 * time.Second}[r.pick(4)]
 	e.maxDeliv = uint32(2 + r.pick(4))
 	e.status = StatusActive
@@ -1586,6 +1652,7 @@ func (r *modelRun) opUpdate() {
 	}
 	r.logf("Update %s: lock %v, max deliveries %d, %s", e.name, e.lockDur, e.maxDeliv, e.status)
 	var err error
+	failed := r.faulty()
 	if e.kind == kindQueue {
 		var qi *QueueInfo
 		if qi, err = r.b.GetQueue(bg, e.name); err == nil {
@@ -1602,6 +1669,10 @@ func (r *modelRun) opUpdate() {
 			err = r.b.UpdateSubscription(bg, topic, name, p)
 		}
 	}
+	if failed("Update", err) {
+		e.lockDur, e.maxDeliv, e.status = lockDur, maxDeliv, status
+		return
+	}
 	r.wantErr("Update", err, nil)
 }
 
@@ -1612,7 +1683,11 @@ func (r *modelRun) opPurge() {
 	if r.chance(0.5) {
 		max := 1 + r.pick(3)
 		r.logf("DeleteMessages %s %d", path, max)
+		failed := r.faulty()
 		n, err := r.b.DeleteMessages(bg, path, max, time.Time{})
+		if failed("DeleteMessages", err) {
+			return
+		}
 		r.wantErr("DeleteMessages", err, nil)
 		cands = cands[:min(max, len(cands))]
 		if n != len(cands) {

@@ -64,7 +64,7 @@ func TestBacklogBodiesAreReadTogether(t *testing.T) {
 		t.Fatal("an abandoned message with a new property is not split")
 	}
 	reset()
-	bases, errs := e.b.loadBodies([]*lazyBody{{ent.id, m, false}})
+	bases, errs := e.b.loadBodies(e.ctx, []*lazyBody{{ent.id, m, false}})
 	if errs[0] != nil || string(bases[0].Body) != want[0] || bases[0].Properties["k"] != "v" {
 		t.Fatalf("a split message read as unsplit: %v, %v", bases[0], errs[0])
 	}

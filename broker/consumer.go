@@ -549,7 +549,7 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 // not be called with a queue's lock held, and m must be pending (nothing
 // else changes it meanwhile).
 func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
-	msgs, errs := b.loadBodies([]*lazyBody{{eid, m, m.split}})
+	msgs, errs := b.loadBodies(context.Background(), []*lazyBody{{eid, m, m.split}})
 	return msgs[0], errs[0]
 }
 
@@ -558,12 +558,13 @@ func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 // read with one store call (GetMany), and a second for those whose records
 // a rewrite split: a consumer catching up on a backlog larger than the
 // cache reads its deliveries' bodies together, not one lookup each. It
-// must not be called with a queue's lock held.
+// must not be called with a queue's lock held. A done ctx fails the reads
+// not yet made.
 //
 // A message's record is in its index record's value while it is inline,
 // else under its body key, where a rewrite puts it in the same commit that
 // replaces or deletes the inline value.
-func (b *Broker) loadBodies(ls []*lazyBody) (msgs []*Message, errs []error) {
+func (b *Broker) loadBodies(ctx context.Context, ls []*lazyBody) (msgs []*Message, errs []error) {
 	msgs, errs = make([]*Message, len(ls)), make([]error, len(ls))
 	recs := make([][]byte, len(ls))
 	var keys [][]byte
@@ -585,7 +586,7 @@ func (b *Broker) loadBodies(ls []*lazyBody) (msgs []*Message, errs []error) {
 	}
 	var split []int // those whose record a rewrite moved to the body key
 	if len(keys) > 0 {
-		vals, err := b.st.GetMany(context.Background(), keys)
+		vals, err := b.st.GetMany(ctx, keys)
 		for j, i := range idx {
 			atBody := !ls[i].m.inline || ls[i].split
 			switch {
@@ -615,7 +616,7 @@ func (b *Broker) loadBodies(ls []*lazyBody) (msgs []*Message, errs []error) {
 		for _, i := range split {
 			keys = append(keys, key2(kBody, ls[i].eid, ls[i].m.bodyRef))
 		}
-		vals, err := b.st.GetMany(context.Background(), keys)
+		vals, err := b.st.GetMany(ctx, keys)
 		for j, i := range split {
 			switch {
 			case err != nil:
@@ -646,7 +647,7 @@ func (b *Broker) loadBodies(ls []*lazyBody) (msgs []*Message, errs []error) {
 // ls[i]'s stored message, read together (loadBodies). errs[i] is nil for
 // each one completed.
 func (b *Broker) fill(outs []*Message, ls []*lazyBody) (errs []error) {
-	bases, errs := b.loadBodies(ls)
+	bases, errs := b.loadBodies(context.Background(), ls)
 	for i, base := range bases {
 		if base == nil {
 			continue

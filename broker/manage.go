@@ -134,7 +134,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	for i, m := range ms {
 		ls[i] = &lazyBody{e.id, m, m.split} // pending: nothing changes m meanwhile
 	}
-	bases, errs := b.loadBodies(ls)
+	bases, errs := b.loadBodies(ctx, ls)
 	for _, err := range errs {
 		if err != nil {
 			return fail(err)

@@ -508,9 +508,15 @@ func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 		f := *m
 		f.hops++
 		f.EnqueueSequenceNumber = int64(seq)
+		n, np, ng := len(tx.bt.Ops), len(tx.places), len(tx.gates)
 		if _, err = tx.deliverTo(dest, &f, 0); err == nil {
 			return seq, nil
 		}
+		// A fan-out that failed part way (a subscription over the topic's
+		// quota) may have placed some of its copies: they are taken back,
+		// so the message is either forwarded whole or dead-lettered here.
+		tx.bt.Ops = tx.bt.Ops[:n]
+		tx.dropSince(np, ng)
 	}
 	return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonForwardingFailed,
 		fmt.Sprintf("Forwarding to %q failed: %v", ep.ForwardTo, err))

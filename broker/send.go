@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,18 @@ type txn struct {
 	vis    visibility
 	dedupe []dedupeUndo
 	marks  []seqMark
+	// outcome is closed when the txn's message ids (dedupe) are durable or
+	// forgotten; made with the first of them.
+	outcome chan struct{}
+	// inFlight is, when enqueueTop fails with errDuplicateInFlight, the
+	// outcome of the send the message duplicates.
+	inFlight chan struct{}
 }
+
+// errDuplicateInFlight is enqueueTop's answer for a message whose MessageID
+// a send still committing has recorded: prepareSend decides the send again
+// once that send's outcome is known.
+var errDuplicateInFlight = errors.New("duplicate of a message still being committed")
 
 // placement is a message written by a txn, inserted into its queue's index
 // once the txn is committed.
@@ -119,19 +131,35 @@ func (tx *txn) write() error {
 	for _, m := range tx.marks {
 		m.c.marked(m.mark)
 	}
+	tx.endDedupe(true)
 	return nil
 }
 
 func (tx *txn) abort() {
 	tx.end(tx.places, tx.gates, false)
+	tx.endDedupe(false)
+	tx.places, tx.gates = nil, nil
+}
+
+// endDedupe settles the message ids the txn recorded for duplicate
+// detection: committed, they stay in the window; not, they are forgotten.
+// Either way the sends that found one of them in flight and wait for its
+// outcome decide again.
+func (tx *txn) endDedupe(committed bool) {
 	for _, u := range tx.dedupe {
 		u.dd.mu.Lock()
-		if at, ok := u.dd.seen[u.id]; ok && at == u.at {
+		if at, ok := u.dd.seen[u.id]; ok && at == u.at && !committed {
 			delete(u.dd.seen, u.id)
+		}
+		if u.dd.flight[u.id] == tx.outcome {
+			delete(u.dd.flight, u.id)
 		}
 		u.dd.mu.Unlock()
 	}
-	tx.places, tx.gates, tx.dedupe = nil, nil, nil
+	if tx.outcome != nil {
+		close(tx.outcome)
+	}
+	tx.dedupe, tx.outcome = nil, nil
 }
 
 // publish makes the committed txn's messages available, and returns once
@@ -243,8 +271,8 @@ func (q *qstate) publishPlacement(p *placement) int {
 
 // Send enqueues msgs on a queue or topic as one atomic batch: when it
 // returns nil every message is durable (duplicates detected by MessageID are
-// accepted and dropped, as Service Bus does). Messages with a future
-// ScheduledEnqueueTime are scheduled. The broker keeps msgs' Body and
+// accepted and dropped, as Service Bus does, once their original is).
+// Messages with a future ScheduledEnqueueTime are scheduled. The broker keeps msgs' Body and
 // Properties: the caller must not modify them afterwards.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*Message) error {
 	_, err := b.send(ctx, path, msgs)
@@ -303,7 +331,30 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 // prepareSend decides a send: it checks every message, detects
 // duplicates, assigns sequence numbers and builds the txn, without any
 // store I/O. A nil txn with a nil error is an empty send.
+//
+// A message whose MessageID was recorded by a send still committing can be
+// neither dropped as its duplicate (acknowledged, it would be lost if that
+// send failed) nor stored (a second copy if it succeeds). The send is then
+// undone and decided again once that send's outcome is known, at most a
+// group commit later: the message is dropped if the original is durable,
+// stored otherwise.
 func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) (*txn, []int64, error) {
+	for {
+		tx, seqs, err := b.decideSend(ctx, path, msgs)
+		if !errors.Is(err, errDuplicateInFlight) {
+			return tx, seqs, err
+		}
+		select {
+		case <-tx.inFlight:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// decideSend is one attempt of prepareSend. When it fails with
+// errDuplicateInFlight, its undone txn is returned for its inFlight.
+func (b *Broker) decideSend(ctx context.Context, path string, msgs []*Message) (*txn, []int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -347,6 +398,9 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 		seq, err := tx.enqueueTop(e, m)
 		if err != nil {
 			tx.abort()
+			if errors.Is(err, errDuplicateInFlight) {
+				return tx, nil, err
+			}
 			return nil, nil, err
 		}
 		seqs = append(seqs, int64(seq))
@@ -372,7 +426,9 @@ func (p *Pending) Wait() ([]int64, error) {
 // an AMQP sender link does: it decides the send at once — checks,
 // duplicate detection, sequence numbers — and returns while the commit
 // waits for its fsync, so the producer's next send is decided meanwhile and
-// can join the next group commit. after, when not nil, is the producer's
+// can join the next group commit (a message whose MessageID a send still
+// committing has recorded makes it wait for that send's outcome first, see
+// prepareSend). after, when not nil, is the producer's
 // previous send: this send's outcome is reported only after after's, so a
 // link answers its deliveries in order. (Availability needs no chain: every
 // queue publishes its new messages in sequence-number order, order.go.) done, when not nil, is called once with the outcome, after the
@@ -451,7 +507,11 @@ func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
 	}
 	ep := e.props()
 	if ep.DupDetection {
-		dup := tx.checkDuplicate(e, ep, m.MessageID)
+		dup, inFlight := tx.checkDuplicate(e, ep, m.MessageID)
+		if inFlight != nil {
+			tx.inFlight = inFlight
+			return 0, errDuplicateInFlight
+		}
 		if dup {
 			return 0, nil
 		}
@@ -460,8 +520,9 @@ func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
 }
 
 // checkDuplicate reports whether id was sent to e within the window, and
-// records it otherwise.
-func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
+// records it otherwise. When the send that recorded it (another txn) is
+// still committing, it returns that send's outcome channel instead.
+func (tx *txn) checkDuplicate(e *entity, ep *props, id string) (dup bool, inFlight chan struct{}) {
 	d := e.dd
 	now := tx.now.UnixNano()
 	d.mu.Lock()
@@ -470,12 +531,22 @@ func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
 		tx.bt.Delete(keyS(kDedupe, e.id, old))
 	}
 	if at, ok := d.seen[id]; ok && now-at < int64(ep.DupWindow) {
-		return true
+		if ch := d.flight[id]; ch != nil && ch != tx.outcome {
+			return false, ch
+		}
+		return true, nil // durable, or recorded earlier in this batch
 	}
 	d.add(id, now)
+	if tx.outcome == nil {
+		tx.outcome = make(chan struct{})
+	}
+	if d.flight == nil {
+		d.flight = map[string]chan struct{}{}
+	}
+	d.flight[id] = tx.outcome
 	tx.dedupe = append(tx.dedupe, dedupeUndo{d, id, now})
 	tx.bt.Set(keyS(kDedupe, e.id, id), encodeUint(uint64(now)))
-	return false
+	return false, nil
 }
 
 // deliverTo routes m into entity e: a topic fans out, a forwarding entity

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +64,29 @@ func openGated(t *testing.T, clk clock.Clock, seed byte, fail error) (*Broker, *
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b, g
+}
+
+// blockedIn reports whether some goroutine is blocked on a channel (a
+// receive or a select) inside function fn, named as in a stack trace
+// ("broker.(*Broker).prepareSend"): a test's way to know that a call it
+// started is waiting where it should, without sleeping.
+func blockedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		if (strings.Contains(header, "[select") || strings.Contains(header, "[chan receive")) && strings.Contains(g, fn+"(") {
+			return true
+		}
+	}
+	return false
 }
 
 // consumeInto attaches a consumer of path (of session when not "") that

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/busbar-io/busbar/internal/gopool"
@@ -31,6 +32,11 @@ type txn struct {
 	// inFlight is, when enqueueTop fails with errDuplicateInFlight, the
 	// outcome of the send the message duplicates.
 	inFlight chan struct{}
+	// writing holds the queues whose records the txn writes (hold), once
+	// or more each, until its commit ends; top is the queue or topic a
+	// send is addressed to.
+	writing []*qstate
+	top     *entity
 }
 
 // errDuplicateInFlight is enqueueTop's answer for a message whose MessageID
@@ -132,13 +138,59 @@ func (tx *txn) write() error {
 		m.c.marked(m.mark)
 	}
 	tx.endDedupe(true)
+	tx.endWrites()
 	return nil
 }
 
 func (tx *txn) abort() {
 	tx.end(tx.places, tx.gates, false)
 	tx.endDedupe(false)
+	tx.endWrites()
 	tx.places, tx.gates = nil, nil
+}
+
+// hold registers the txn as writing records of q's entity, or refuses when
+// the entity is being deleted; q.mu is held. A txn holds an entity from
+// when it takes sequence numbers for it (place, a forwarding queue's
+// number, a topic's number and its subscriptions' publication order in
+// fanout) until its commit ends, so a delete that began before waits for
+// the commit (stopWrites), and one that began after refuses the send.
+// Holding an entity twice is harmless: each hold is released.
+func (tx *txn) hold(q *qstate) error {
+	if n := len(tx.writing); n > 0 && tx.writing[n-1] == q {
+		return nil
+	}
+	if q.deleting.Load() {
+		if slices.Contains(tx.writing, q) {
+			return nil // the delete waits for this txn
+		}
+		return errorf(ErrNotFound, "%s %q is being deleted", q.ent.kind, q.ent.path())
+	}
+	q.writes.Add(1)
+	tx.writing = append(tx.writing, q)
+	return nil
+}
+
+// endWrites releases the txn's holds once its commit has ended.
+func (tx *txn) endWrites() {
+	for _, q := range tx.writing {
+		q.writes.Done()
+	}
+	tx.writing = nil
+}
+
+// deletedMeanwhile is the outcome of a send whose commit succeeded but whose
+// queue or topic was deleted before the send was answered: its messages
+// went with the entity. Service Bus answers a send racing a delete either
+// way; answering it with success after the delete returned would
+// acknowledge messages already gone. (An entity that moved to another node
+// of the cluster is not deleted: its messages are there.)
+func (tx *txn) deletedMeanwhile() error {
+	e := tx.top
+	if e.deleted.Load() && e.q != nil && e.q.deleting.Load() {
+		return errorf(ErrNotFound, "%s %q was deleted", e.kind, e.path())
+	}
+	return nil
 }
 
 // endDedupe settles the message ids the txn recorded for duplicate
@@ -325,6 +377,9 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 	if err := tx.commit(); err != nil {
 		return nil, err
 	}
+	if err := tx.deletedMeanwhile(); err != nil {
+		return nil, err
+	}
 	return seqs, nil
 }
 
@@ -381,6 +436,7 @@ func (b *Broker) decideSend(ctx context.Context, path string, msgs []*Message) (
 	}
 	tx := b.newTxn(ctx)
 	tx.hint = len(msgs)
+	tx.top = e
 	tx.bt.Ops = make([]store.Op, 0, 2*len(msgs)+1) // index and body records, and a mark
 	e.touch(tx.now)
 	// Every message is checked before any is enqueued: a batch with one bad
@@ -445,6 +501,9 @@ func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, af
 		}
 		if p.err == nil && tx != nil {
 			tx.publish()
+			if err := tx.deletedMeanwhile(); err != nil {
+				p.seqs, p.err = nil, err
+			}
 		}
 		if done != nil {
 			done(p.seqs, p.err)
@@ -565,7 +624,15 @@ func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 		return tx.place(e, m, SubqueueMain, seq, "", "")
 	}
 	if seq == 0 {
-		seq = tx.seq(e, 1)
+		e.q.mu.Lock()
+		err := tx.hold(e.q)
+		if err == nil {
+			seq = tx.seq(e, 1)
+		}
+		e.q.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
 	}
 	if m.hops >= MaxForwardHops {
 		return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonMaxTransferHopCountExceeded,
@@ -618,12 +685,22 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 	// order under the topic queue's lock, so each subscription sees the
 	// numbers of concurrent sends enter in ascending order.
 	t.q.mu.Lock()
+	if err := tx.hold(t.q); err != nil {
+		t.q.mu.Unlock()
+		return 0, err
+	}
 	seq := tx.seq(t, 1)
+	live := subs[:0]
 	for _, s := range subs {
 		s.q.mu.Lock()
-		tx.enterOrder(s.q, seq)
+		// A subscription being deleted gets no copy, as if already gone.
+		if tx.hold(s.q) == nil {
+			tx.enterOrder(s.q, seq)
+			live = append(live, s)
+		}
 		s.q.mu.Unlock()
 	}
+	subs = live
 	t.q.mu.Unlock()
 	m.SequenceNumber = int64(seq)
 	m.EnqueuedTime = tx.now
@@ -724,6 +801,11 @@ func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, de
 		return 0, errorf(ErrQuotaExceeded, "%s %q holds %d bytes; its limit is %d MB", e.kind, e.path(), held, limit>>20)
 	}
 	if seq == 0 {
+		// A number given by the caller was taken under a hold of e already.
+		if err := tx.hold(q); err != nil {
+			q.mu.Unlock()
+			return 0, err
+		}
 		seq = tx.seq(e, 1)
 		if sub == SubqueueMain {
 			tx.enterOrder(q, seq)

@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 )
 
 // Duplicate detection, after duplicate-detection.md.
@@ -52,4 +56,52 @@ func TestScheduledMessagesParticipateInDedupe(t *testing.T) {
 	e.send("q", &Message{MessageID: "s", Body: []byte("2")})
 	e.clk.Advance(time.Second)
 	wantBodies(t, e.receive("q", ReceiveAndDelete, 10), "1")
+}
+
+// A send whose MessageID matches a send still committing is answered only
+// once that send's outcome is known: a duplicate of a durable original is
+// dropped; when the original fails, the duplicate's message is stored in
+// its place, never acknowledged and lost.
+func TestDuplicateOfASendInFlightWaitsForItsOriginal(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		t.Run(map[bool]string{false: "original durable", true: "original failed"}[fails], func(t *testing.T) {
+			b, g := openGated(t, clock.NewFake(t0), 3, failWith(fails))
+			ctx := context.Background()
+			must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresDuplicateDetection: true, DuplicateDetectionHistoryTimeWindow: time.Minute}))
+			g.arm()
+			first := b.SendAsync(ctx, "q", []*Message{{MessageID: "X", Body: []byte("original")}}, nil, nil)
+			<-g.entered // the original's commit is held
+			second := make(chan error, 1)
+			go func() { second <- b.Send(ctx, "q", []*Message{{MessageID: "X", Body: []byte("duplicate")}}) }()
+			poll.Until(t, 10*time.Second, "the duplicate decided", func() bool {
+				return len(second) > 0 || blockedIn("broker.(*Broker).prepareSend")
+			})
+			select {
+			case err := <-second:
+				t.Fatalf("the duplicate was answered (%v) before its original was durable", err)
+			default:
+			}
+			close(g.release)
+			_, errFirst := first.Wait()
+			if errSecond := <-second; errSecond != nil {
+				t.Fatalf("duplicate: %v", errSecond)
+			}
+			want := "original"
+			if fails {
+				if errFirst == nil {
+					t.Fatal("the original's commit did not fail")
+				}
+				want = "duplicate"
+			} else if errFirst != nil {
+				t.Fatalf("original: %v", errFirst)
+			}
+			// The message id is recorded by whichever message was stored.
+			must(t, b.Send(ctx, "q", []*Message{{MessageID: "X", Body: []byte("again")}}))
+			if qi, err := b.GetQueue(ctx, "q"); err != nil || qi.Runtime.TotalMessageCount != 1 {
+				t.Fatalf("queue holds %+v (%v), want one message", qi.Runtime, err)
+			}
+			wantBodies(t, consumeInto(t, b, "q", "", ReceiveAndDelete, 10).takeN(t, 1), want)
+			mustHoldInvariants(t, b)
+		})
+	}
 }

@@ -350,7 +350,17 @@ func (b *Broker) deleteTopLocked(ctx context.Context, k entityKind, name string)
 		deleteEntityKeys(&bt, s.id)
 	}
 	e.mu.Unlock()
+	all := append([]*entity{e}, subs...)
+	for _, x := range all {
+		x.q.stopWrites()
+	}
+	for _, x := range all {
+		x.q.waitWrites()
+	}
 	if err := b.commit(ctx, &bt.Batch); err != nil {
+		for _, x := range all {
+			x.q.resumeWrites()
+		}
 		return err
 	}
 	b.mu.Lock()

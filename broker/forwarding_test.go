@@ -115,3 +115,38 @@ func TestSubscriptionMayForwardToAQueueOfItsName(t *testing.T) {
 	wantBodies(t, e.receive("orders", ReceiveAndDelete, 5), "m", "m")
 	wantErr(t, e.b.UpdateQueue(e.ctx, "orders", QueueProperties{ForwardTo: "ORDERS"}), ErrInvalidArgument)
 }
+
+// A message forwarded to a topic whose fan-out fails part way (the sixth of
+// a subscription's copies exceeds the topic's quota) is dead-lettered in
+// the source whole: none of the copies placed before the failure stays.
+func TestForwardingToATopicOverQuotaForwardsNothing(t *testing.T) {
+	e := newEnv(t)
+	e.must(e.b.CreateTopic(e.ctx, "t", TopicProperties{MaxSizeInMegabytes: 1}))
+	e.sub("t", "s", SubscriptionProperties{})
+	for _, n := range []string{"r1", "r2", "r3", "r4", "r5"} {
+		e.must(e.b.AddRule(e.ctx, "t", "s", RuleProperties{Name: n, Filter: RuleFilter{Kind: FilterTrue}, Action: "SET a = 1"}))
+	}
+	e.queue("src", QueueProperties{ForwardTo: "t"})
+	// Six copies (the default rule and five with actions) of 200 KB do not
+	// fit in 1 MB; five would.
+	e.send("src", &Message{Body: make([]byte, 200<<10)})
+	si, err := e.b.GetSubscription(e.ctx, "t", "s")
+	e.must(err)
+	if si.Runtime.TotalMessageCount != 0 || si.Runtime.SizeInBytes != 0 {
+		t.Fatalf("the subscription keeps part of the fan-out: %+v", si.Runtime)
+	}
+	sid, _ := e.b.Dormant("t/Subscriptions/s")
+	if m, b := e.keys(sid); m != 0 || b != 0 {
+		t.Fatalf("the subscription's records: %d message keys, %d body keys; want none", m, b)
+	}
+	got := mustPeek(e, "src/$Transfer/$DeadLetterQueue")
+	if len(got) != 1 || got[0].Properties[PropDeadLetterReason] != ReasonForwardingFailed {
+		t.Fatalf("transfer dead-letter queue of the source: %+v", got)
+	}
+	mustHoldInvariants(t, e.b)
+	// Nothing of the failed fan-out is still reserved against the quota.
+	e.send("src", &Message{Body: make([]byte, 100<<10)})
+	if si, _ := e.b.GetSubscription(e.ctx, "t", "s"); si.Runtime.TotalMessageCount != 6 {
+		t.Fatalf("a message that fits was not forwarded whole: %+v", si.Runtime)
+	}
+}

@@ -284,6 +284,10 @@ type dedupeWindow struct {
 	seen map[string]int64 // message id → enqueued unix nanoseconds
 	fifo []dedupeEntry
 	head int
+	// flight holds the ids in seen whose send is still committing: the
+	// channel is that txn's outcome (txn.outcome), closed once the send is
+	// durable or has failed and forgotten the id.
+	flight map[string]chan struct{}
 }
 
 type dedupeEntry struct {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // qstate holds the messages of one queue or subscription (its main,
@@ -50,6 +51,43 @@ type qstate struct {
 	smu    sync.Mutex
 	sq     []*settleReq
 	taking bool // a caller will take sq once it holds mu
+
+	// A delete stops the sends that write records of the entity
+	// (stopWrites): deleting, set under mu, refuses those that would start
+	// to (txn.hold); writes counts those that already do until their
+	// commit ends, for the delete to wait for them.
+	deleting atomic.Bool
+	writes   sync.WaitGroup
+}
+
+// stopWrites marks q's entity as being deleted, so that no send starts to
+// write records of it any more; waitWrites then waits for those that
+// already do. The delete's range deletions must be committed after all of
+// their records, or those would outlive the entity: recovery loads only
+// known entities and never reclaims them.
+func (q *qstate) stopWrites() {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.deleting.Store(true)
+	q.mu.Unlock()
+}
+
+func (q *qstate) waitWrites() {
+	if q != nil {
+		q.writes.Wait()
+	}
+}
+
+// resumeWrites undoes stopWrites when the delete failed.
+func (q *qstate) resumeWrites() {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	q.deleting.Store(false)
+	q.mu.Unlock()
 }
 
 func newQState(b *Broker, e *entity) *qstate {

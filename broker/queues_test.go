@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 	"github.com/busbar-io/busbar/store/memstore"
 )
 
@@ -254,4 +256,73 @@ func TestCompetingConsumersShareTheQueue(t *testing.T) {
 	if len(g1)+len(g2) != 10 || len(g1) == 0 || len(g2) == 0 {
 		t.Fatalf("split %d / %d", len(g1), len(g2))
 	}
+}
+
+// A queue deleted while a send to it is committing keeps none of the
+// send's records: the delete's range deletions come after them. The send
+// is answered with success or "not found", never with success after the
+// delete returned.
+func TestDeleteQueueWithASendInFlightLeavesNoRecords(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresDuplicateDetection: true}))
+	id, _ := b.Dormant("q")
+	g.arm()
+	p := b.SendAsync(ctx, "q", []*Message{{MessageID: "a", Body: []byte("a")}}, nil, nil)
+	<-g.entered // the send's commit is held
+	del := make(chan error, 1)
+	go func() { del <- b.DeleteQueue(ctx, "q") }()
+	poll.Until(t, 10*time.Second, "the delete to run", func() bool {
+		return len(del) > 0 || blockedIn("broker.(*Broker).deleteTopLocked")
+	})
+	close(g.release)
+	must(t, <-del)
+	if _, err := p.Wait(); err != nil && !errors.Is(err, ErrNotFound) {
+		t.Fatalf("send: %v, want success or ErrNotFound", err)
+	}
+	if n := entityRecords(t, g.Store, id); n != 0 {
+		t.Fatalf("%d records of the deleted queue are left", n)
+	}
+	wantErr(t, b.Send(ctx, "q", []*Message{msg("b")}), ErrNotFound)
+	mustHoldInvariants(t, b)
+}
+
+// A send durable before its queue was deleted, but answered after (it
+// waited for the producer's earlier send), fails with ErrNotFound: success
+// would acknowledge a message already gone.
+func TestSendAnsweredAfterItsQueueWasDeletedFails(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateQueue(ctx, "other", QueueProperties{}))
+	must(t, b.CreateQueue(ctx, "q", QueueProperties{}))
+	id, _ := b.Dormant("q")
+	g.arm()
+	first := b.SendAsync(ctx, "other", []*Message{msg("1")}, nil, nil)
+	<-g.entered // the producer's first send is held
+	second := b.SendAsync(ctx, "q", []*Message{msg("2")}, first, nil)
+	poll.Until(t, 10*time.Second, "the second send durable", func() bool { return entityRecords(t, g.Store, id) > 0 })
+	must(t, b.DeleteQueue(ctx, "q"))
+	close(g.release)
+	if _, err := first.Wait(); err != nil {
+		t.Fatalf("first send: %v", err)
+	}
+	_, err := second.Wait()
+	wantErr(t, err, ErrNotFound)
+	if n := entityRecords(t, g.Store, id); n != 0 {
+		t.Fatalf("%d records of the deleted queue are left", n)
+	}
+}
+
+// A send decided while its queue's delete is committing is refused.
+func TestSendToAQueueBeingDeletedIsRefused(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateQueue(ctx, "q", QueueProperties{}))
+	g.arm()
+	del := make(chan error, 1)
+	go func() { del <- b.DeleteQueue(ctx, "q") }()
+	<-g.entered // the delete's commit is held
+	wantErr(t, b.Send(ctx, "q", []*Message{msg("late")}), ErrNotFound)
+	close(g.release)
+	must(t, <-del)
 }

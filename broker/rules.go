@@ -149,7 +149,10 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 	}
 	var bt batchBuf
 	deleteEntityKeys(&bt, s.id)
+	s.q.stopWrites()
+	s.q.waitWrites()
 	if err := b.commit(ctx, &bt.Batch); err != nil {
+		s.q.resumeWrites()
 		return err
 	}
 	t := s.parent

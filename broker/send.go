@@ -3,7 +3,9 @@ package broker
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/busbar-io/busbar/internal/gopool"
@@ -24,7 +26,23 @@ type txn struct {
 	vis    visibility
 	dedupe []dedupeUndo
 	marks  []seqMark
+	// outcome is closed when the txn's message ids (dedupe) are durable or
+	// forgotten; made with the first of them.
+	outcome chan struct{}
+	// inFlight is, when enqueueTop fails with errDuplicateInFlight, the
+	// outcome of the send the message duplicates.
+	inFlight chan struct{}
+	// writing holds the queues whose records the txn writes (hold), once
+	// or more each, until its commit ends; top is the queue or topic a
+	// send is addressed to.
+	writing []*qstate
+	top     *entity
 }
+
+// errDuplicateInFlight is enqueueTop's answer for a message whose MessageID
+// a send still committing has recorded: prepareSend decides the send again
+// once that send's outcome is known.
+var errDuplicateInFlight = errors.New("duplicate of a message still being committed")
 
 // placement is a message written by a txn, inserted into its queue's index
 // once the txn is committed.
@@ -119,19 +137,81 @@ func (tx *txn) write() error {
 	for _, m := range tx.marks {
 		m.c.marked(m.mark)
 	}
+	tx.endDedupe(true)
+	tx.endWrites()
 	return nil
 }
 
 func (tx *txn) abort() {
 	tx.end(tx.places, tx.gates, false)
+	tx.endDedupe(false)
+	tx.endWrites()
+	tx.places, tx.gates = nil, nil
+}
+
+// hold registers the txn as writing records of q's entity, or refuses when
+// the entity is being deleted; q.mu is held. A txn holds an entity from
+// when it takes sequence numbers for it (place, a forwarding queue's
+// number, a topic's number and its subscriptions' publication order in
+// fanout) until its commit ends, so a delete that began before waits for
+// the commit (stopWrites), and one that began after refuses the send.
+// Holding an entity twice is harmless: each hold is released.
+func (tx *txn) hold(q *qstate) error {
+	if n := len(tx.writing); n > 0 && tx.writing[n-1] == q {
+		return nil
+	}
+	if q.deleting.Load() {
+		if slices.Contains(tx.writing, q) {
+			return nil // the delete waits for this txn
+		}
+		return errorf(ErrNotFound, "%s %q is being deleted", q.ent.kind, q.ent.path())
+	}
+	q.writes.Add(1)
+	tx.writing = append(tx.writing, q)
+	return nil
+}
+
+// endWrites releases the txn's holds once its commit has ended.
+func (tx *txn) endWrites() {
+	for _, q := range tx.writing {
+		q.writes.Done()
+	}
+	tx.writing = nil
+}
+
+// deletedMeanwhile is the outcome of a send whose commit succeeded but whose
+// queue or topic was deleted before the send was answered: its messages
+// went with the entity. Service Bus answers a send racing a delete either
+// way; answering it with success after the delete returned would
+// acknowledge messages already gone. (An entity that moved to another node
+// of the cluster is not deleted: its messages are there.)
+func (tx *txn) deletedMeanwhile() error {
+	e := tx.top
+	if e.deleted.Load() && e.q != nil && e.q.deleting.Load() {
+		return errorf(ErrNotFound, "%s %q was deleted", e.kind, e.path())
+	}
+	return nil
+}
+
+// endDedupe settles the message ids the txn recorded for duplicate
+// detection: committed, they stay in the window; not, they are forgotten.
+// Either way the sends that found one of them in flight and wait for its
+// outcome decide again.
+func (tx *txn) endDedupe(committed bool) {
 	for _, u := range tx.dedupe {
 		u.dd.mu.Lock()
-		if at, ok := u.dd.seen[u.id]; ok && at == u.at {
+		if at, ok := u.dd.seen[u.id]; ok && at == u.at && !committed {
 			delete(u.dd.seen, u.id)
+		}
+		if u.dd.flight[u.id] == tx.outcome {
+			delete(u.dd.flight, u.id)
 		}
 		u.dd.mu.Unlock()
 	}
-	tx.places, tx.gates, tx.dedupe = nil, nil, nil
+	if tx.outcome != nil {
+		close(tx.outcome)
+	}
+	tx.dedupe, tx.outcome = nil, nil
 }
 
 // publish makes the committed txn's messages available, and returns once
@@ -243,8 +323,8 @@ func (q *qstate) publishPlacement(p *placement) int {
 
 // Send enqueues msgs on a queue or topic as one atomic batch: when it
 // returns nil every message is durable (duplicates detected by MessageID are
-// accepted and dropped, as Service Bus does). Messages with a future
-// ScheduledEnqueueTime are scheduled. The broker keeps msgs' Body and
+// accepted and dropped, as Service Bus does, once their original is).
+// Messages with a future ScheduledEnqueueTime are scheduled. The broker keeps msgs' Body and
 // Properties: the caller must not modify them afterwards.
 func (b *Broker) Send(ctx context.Context, path string, msgs []*Message) error {
 	_, err := b.send(ctx, path, msgs)
@@ -297,13 +377,39 @@ func (b *Broker) send(ctx context.Context, path string, msgs []*Message) ([]int6
 	if err := tx.commit(); err != nil {
 		return nil, err
 	}
+	if err := tx.deletedMeanwhile(); err != nil {
+		return nil, err
+	}
 	return seqs, nil
 }
 
 // prepareSend decides a send: it checks every message, detects
 // duplicates, assigns sequence numbers and builds the txn, without any
 // store I/O. A nil txn with a nil error is an empty send.
+//
+// A message whose MessageID was recorded by a send still committing can be
+// neither dropped as its duplicate (acknowledged, it would be lost if that
+// send failed) nor stored (a second copy if it succeeds). The send is then
+// undone and decided again once that send's outcome is known, at most a
+// group commit later: the message is dropped if the original is durable,
+// stored otherwise.
 func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) (*txn, []int64, error) {
+	for {
+		tx, seqs, err := b.decideSend(ctx, path, msgs)
+		if !errors.Is(err, errDuplicateInFlight) {
+			return tx, seqs, err
+		}
+		select {
+		case <-tx.inFlight:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+	}
+}
+
+// decideSend is one attempt of prepareSend. When it fails with
+// errDuplicateInFlight, its undone txn is returned for its inFlight.
+func (b *Broker) decideSend(ctx context.Context, path string, msgs []*Message) (*txn, []int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -330,6 +436,7 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 	}
 	tx := b.newTxn(ctx)
 	tx.hint = len(msgs)
+	tx.top = e
 	tx.bt.Ops = make([]store.Op, 0, 2*len(msgs)+1) // index and body records, and a mark
 	e.touch(tx.now)
 	// Every message is checked before any is enqueued: a batch with one bad
@@ -347,6 +454,9 @@ func (b *Broker) prepareSend(ctx context.Context, path string, msgs []*Message) 
 		seq, err := tx.enqueueTop(e, m)
 		if err != nil {
 			tx.abort()
+			if errors.Is(err, errDuplicateInFlight) {
+				return tx, nil, err
+			}
 			return nil, nil, err
 		}
 		seqs = append(seqs, int64(seq))
@@ -372,7 +482,9 @@ func (p *Pending) Wait() ([]int64, error) {
 // an AMQP sender link does: it decides the send at once — checks,
 // duplicate detection, sequence numbers — and returns while the commit
 // waits for its fsync, so the producer's next send is decided meanwhile and
-// can join the next group commit. after, when not nil, is the producer's
+// can join the next group commit (a message whose MessageID a send still
+// committing has recorded makes it wait for that send's outcome first, see
+// prepareSend). after, when not nil, is the producer's
 // previous send: this send's outcome is reported only after after's, so a
 // link answers its deliveries in order. (Availability needs no chain: every
 // queue publishes its new messages in sequence-number order, order.go.) done, when not nil, is called once with the outcome, after the
@@ -389,6 +501,9 @@ func (b *Broker) SendAsync(ctx context.Context, path string, msgs []*Message, af
 		}
 		if p.err == nil && tx != nil {
 			tx.publish()
+			if err := tx.deletedMeanwhile(); err != nil {
+				p.seqs, p.err = nil, err
+			}
 		}
 		if done != nil {
 			done(p.seqs, p.err)
@@ -451,7 +566,11 @@ func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
 	}
 	ep := e.props()
 	if ep.DupDetection {
-		dup := tx.checkDuplicate(e, ep, m.MessageID)
+		dup, inFlight := tx.checkDuplicate(e, ep, m.MessageID)
+		if inFlight != nil {
+			tx.inFlight = inFlight
+			return 0, errDuplicateInFlight
+		}
 		if dup {
 			return 0, nil
 		}
@@ -460,8 +579,9 @@ func (tx *txn) enqueueTop(e *entity, in *Message) (uint64, error) {
 }
 
 // checkDuplicate reports whether id was sent to e within the window, and
-// records it otherwise.
-func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
+// records it otherwise. When the send that recorded it (another txn) is
+// still committing, it returns that send's outcome channel instead.
+func (tx *txn) checkDuplicate(e *entity, ep *props, id string) (dup bool, inFlight chan struct{}) {
 	d := e.dd
 	now := tx.now.UnixNano()
 	d.mu.Lock()
@@ -470,12 +590,22 @@ func (tx *txn) checkDuplicate(e *entity, ep *props, id string) bool {
 		tx.bt.Delete(keyS(kDedupe, e.id, old))
 	}
 	if at, ok := d.seen[id]; ok && now-at < int64(ep.DupWindow) {
-		return true
+		if ch := d.flight[id]; ch != nil && ch != tx.outcome {
+			return false, ch
+		}
+		return true, nil // durable, or recorded earlier in this batch
 	}
 	d.add(id, now)
+	if tx.outcome == nil {
+		tx.outcome = make(chan struct{})
+	}
+	if d.flight == nil {
+		d.flight = map[string]chan struct{}{}
+	}
+	d.flight[id] = tx.outcome
 	tx.dedupe = append(tx.dedupe, dedupeUndo{d, id, now})
 	tx.bt.Set(keyS(kDedupe, e.id, id), encodeUint(uint64(now)))
-	return false
+	return false, nil
 }
 
 // deliverTo routes m into entity e: a topic fans out, a forwarding entity
@@ -494,7 +624,15 @@ func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 		return tx.place(e, m, SubqueueMain, seq, "", "")
 	}
 	if seq == 0 {
-		seq = tx.seq(e, 1)
+		e.q.mu.Lock()
+		err := tx.hold(e.q)
+		if err == nil {
+			seq = tx.seq(e, 1)
+		}
+		e.q.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
 	}
 	if m.hops >= MaxForwardHops {
 		return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonMaxTransferHopCountExceeded,
@@ -508,9 +646,15 @@ func (tx *txn) deliverTo(e *entity, m *Message, seq uint64) (uint64, error) {
 		f := *m
 		f.hops++
 		f.EnqueueSequenceNumber = int64(seq)
+		n, np, ng := len(tx.bt.Ops), len(tx.places), len(tx.gates)
 		if _, err = tx.deliverTo(dest, &f, 0); err == nil {
 			return seq, nil
 		}
+		// A fan-out that failed part way (a subscription over the topic's
+		// quota) may have placed some of its copies: they are taken back,
+		// so the message is either forwarded whole or dead-lettered here.
+		tx.bt.Ops = tx.bt.Ops[:n]
+		tx.dropSince(np, ng)
 	}
 	return tx.place(e, m, SubqueueTransferDeadLetter, seq, ReasonForwardingFailed,
 		fmt.Sprintf("Forwarding to %q failed: %v", ep.ForwardTo, err))
@@ -541,12 +685,22 @@ func (tx *txn) fanout(t *entity, m *Message) (uint64, error) {
 	// order under the topic queue's lock, so each subscription sees the
 	// numbers of concurrent sends enter in ascending order.
 	t.q.mu.Lock()
+	if err := tx.hold(t.q); err != nil {
+		t.q.mu.Unlock()
+		return 0, err
+	}
 	seq := tx.seq(t, 1)
+	live := subs[:0]
 	for _, s := range subs {
 		s.q.mu.Lock()
-		tx.enterOrder(s.q, seq)
+		// A subscription being deleted gets no copy, as if already gone.
+		if tx.hold(s.q) == nil {
+			tx.enterOrder(s.q, seq)
+			live = append(live, s)
+		}
 		s.q.mu.Unlock()
 	}
+	subs = live
 	t.q.mu.Unlock()
 	m.SequenceNumber = int64(seq)
 	m.EnqueuedTime = tx.now
@@ -647,6 +801,11 @@ func (tx *txn) place(e *entity, m *Message, sub Subqueue, seq uint64, reason, de
 		return 0, errorf(ErrQuotaExceeded, "%s %q holds %d bytes; its limit is %d MB", e.kind, e.path(), held, limit>>20)
 	}
 	if seq == 0 {
+		// A number given by the caller was taken under a hold of e already.
+		if err := tx.hold(q); err != nil {
+			q.mu.Unlock()
+			return 0, err
+		}
 		seq = tx.seq(e, 1)
 		if sub == SubqueueMain {
 			tx.enterOrder(q, seq)

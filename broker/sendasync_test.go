@@ -5,7 +5,9 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +64,47 @@ func openGated(t *testing.T, clk clock.Clock, seed byte, fail error) (*Broker, *
 	}
 	t.Cleanup(func() { _ = b.Close() })
 	return b, g
+}
+
+// blockedIn reports whether some goroutine is blocked (on a channel, a
+// lock, a WaitGroup) inside function fn, named as in a stack trace
+// ("broker.(*Broker).prepareSend"): a test's way to know that a call it
+// started waits where it should, without sleeping.
+func blockedIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		header, _, _ := strings.Cut(g, "\n")
+		running := strings.Contains(header, "[running") || strings.Contains(header, "[runnable")
+		if !running && strings.Contains(g, fn+"(") {
+			return true
+		}
+	}
+	return false
+}
+
+// entityRecords counts the records of entity id's data in st (messages,
+// bodies, sequence marks, duplicate ids, session states).
+func entityRecords(t *testing.T, st store.Store, id uint64) int {
+	t.Helper()
+	n := 0
+	err := st.Scan(context.Background(), nil, nil, func(k, _ []byte) error {
+		if c, eid := ClassifyKey(k); c == KeyEntityData && eid == id {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // consumeInto attaches a consumer of path (of session when not "") that

@@ -1,8 +1,12 @@
 package broker
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
 )
 
 // Topics, subscriptions and rules, after topic-filters.md.
@@ -280,4 +284,62 @@ func TestNewIDDrawsOnTheBrokersRandomSource(t *testing.T) {
 	if ids[0] == nil || ids[0] != ids[1] {
 		t.Fatalf("newid() gave %v and %v under the same seed; want the same non-nil id", ids[0], ids[1])
 	}
+}
+
+// A subscription deleted while a send to its topic is committing keeps
+// none of the send's records; the send succeeds, its copy for the other
+// subscription stays.
+func TestDeleteSubscriptionWithASendInFlightLeavesNoRecords(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateTopic(ctx, "t", TopicProperties{}))
+	must(t, b.CreateSubscription(ctx, "t", "a", SubscriptionProperties{}))
+	must(t, b.CreateSubscription(ctx, "t", "b", SubscriptionProperties{}))
+	a, err := b.entityOf(kindSubscription, "t", "a")
+	must(t, err)
+	id := a.id
+	g.arm()
+	p := b.SendAsync(ctx, "t", []*Message{msg("x")}, nil, nil)
+	<-g.entered // the send's commit is held
+	del := make(chan error, 1)
+	go func() { del <- b.DeleteSubscription(ctx, "t", "a") }()
+	poll.Until(t, 10*time.Second, "the delete to run", func() bool {
+		return len(del) > 0 || blockedIn("broker.(*Broker).DeleteSubscription")
+	})
+	close(g.release)
+	must(t, <-del)
+	if _, err := p.Wait(); err != nil {
+		t.Fatalf("send: %v", err)
+	}
+	if n := entityRecords(t, g.Store, id); n != 0 {
+		t.Fatalf("%d records of the deleted subscription are left", n)
+	}
+	wantBodies(t, consumeInto(t, b, "t/Subscriptions/b", "", ReceiveAndDelete, 5).takeN(t, 1), "x")
+	mustHoldInvariants(t, b)
+}
+
+// A send to a topic decided while one of its subscriptions is being
+// deleted succeeds and gives that subscription no copy, as if it were
+// already gone.
+func TestSendToATopicSkipsASubscriptionBeingDeleted(t *testing.T) {
+	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	ctx := context.Background()
+	must(t, b.CreateTopic(ctx, "t", TopicProperties{}))
+	must(t, b.CreateSubscription(ctx, "t", "a", SubscriptionProperties{}))
+	must(t, b.CreateSubscription(ctx, "t", "b", SubscriptionProperties{}))
+	a, err := b.entityOf(kindSubscription, "t", "a")
+	must(t, err)
+	id := a.id
+	g.arm()
+	del := make(chan error, 1)
+	go func() { del <- b.DeleteSubscription(ctx, "t", "a") }()
+	<-g.entered // the delete's commit is held
+	must(t, b.Send(ctx, "t", []*Message{msg("x")}))
+	if n := entityRecords(t, g.Store, id); n != 0 {
+		t.Fatalf("the send wrote %d records of a subscription being deleted", n)
+	}
+	close(g.release)
+	must(t, <-del)
+	wantBodies(t, consumeInto(t, b, "t/Subscriptions/b", "", ReceiveAndDelete, 5).takeN(t, 1), "x")
+	mustHoldInvariants(t, b)
 }

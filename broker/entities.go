@@ -186,20 +186,30 @@ func (b *Broker) onIdleDeadline(e *entity, now int64) {
 // idleRetry is how long a failed auto-delete-on-idle waits to try again.
 const idleRetry = time.Minute
 
-// deleteIdle deletes e, idle for idle, unless it was used meanwhile.
+// deleteIdle deletes e, idle for idle, unless it was used, deleted or
+// replaced by an entity of its name meanwhile.
 func (b *Broker) deleteIdle(e *entity, idle time.Duration) {
+	b.entityMu.Lock()
+	defer b.entityMu.Unlock()
+	topic, name := e.name, ""
+	if e.kind == kindSubscription {
+		topic, name = e.parent.name, e.name
+	}
+	if cur, err := b.entityOf(e.kind, topic, name); err != nil || cur != e {
+		return
+	}
 	if e.accessed.Load()+int64(idle) > b.now().UnixNano() {
 		b.armIdle(e)
 		return
 	}
 	var err error
 	if e.kind == kindSubscription {
-		err = b.DeleteSubscription(context.Background(), e.parent.name, e.name)
+		err = b.deleteSubLocked(context.Background(), e)
 	} else {
-		err = b.deleteTop(context.Background(), e.kind, e.name)
+		err = b.deleteTopEntityLocked(context.Background(), e)
 	}
 	switch {
-	case errors.Is(err, ErrNotFound) || errors.Is(err, ErrClosed):
+	case errors.Is(err, ErrClosed):
 	case err != nil:
 		b.log.Warn("auto-delete-on-idle failed; trying again", "entity", e.path(), "in", idleRetry, "err", err)
 		b.wheel.set(&e.idle, b.now().Add(idleRetry).UnixNano())
@@ -330,17 +340,17 @@ func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
 	return b.deleteTopLocked(ctx, kindTopic, name)
 }
 
-func (b *Broker) deleteTop(ctx context.Context, k entityKind, name string) error {
-	b.entityMu.Lock()
-	defer b.entityMu.Unlock()
-	return b.deleteTopLocked(ctx, k, name)
-}
-
 func (b *Broker) deleteTopLocked(ctx context.Context, k entityKind, name string) error {
 	e, err := b.entityOf(k, name, "")
 	if err != nil {
 		return err
 	}
+	return b.deleteTopEntityLocked(ctx, e)
+}
+
+// deleteTopEntityLocked deletes queue or topic e and its subscriptions;
+// entityMu is held.
+func (b *Broker) deleteTopEntityLocked(ctx context.Context, e *entity) error {
 	var bt batchBuf
 	deleteEntityKeys(&bt, e.id)
 	e.mu.Lock()

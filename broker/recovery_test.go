@@ -161,6 +161,24 @@ func TestIdleDeletionDoesNotHoldUpOtherDeadlines(t *testing.T) {
 	})
 }
 
+// An idle entity's deletion, which waits for the management lock, deletes
+// only the entity that was idle: not one created under its name meanwhile.
+func TestIdleDeletionSparesAnEntityOfTheSameName(t *testing.T) {
+	e := newEnv(t)
+	e.queue("q", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute})
+	old, err := e.b.lookup("q")
+	e.must(err)
+	e.must(e.b.DeleteQueue(e.ctx, "q"))
+	e.queue("q", QueueProperties{AutoDeleteOnIdle: 5 * time.Minute})
+	e.clk.Advance(4 * time.Minute)
+	e.send("q", msg("in use")) // the new queue is in use; the old one stays idle
+	e.clk.Advance(2 * time.Minute)
+	e.b.deleteIdle(old, 5*time.Minute) // as if old's deadline had fired just before its delete
+	if _, err := e.b.GetQueue(e.ctx, "q"); err != nil {
+		t.Fatalf("the queue created under the idle one's name: %v", err)
+	}
+}
+
 func TestOpenValidatesOptions(t *testing.T) {
 	e := newEnv(t)
 	_, err := Open(e.ctx, e.st, Options{MaxMessageSizeInKilobytes: 200 * 1024})

@@ -147,6 +147,11 @@ func (b *Broker) DeleteSubscription(ctx context.Context, topic, name string) err
 	if err != nil {
 		return err
 	}
+	return b.deleteSubLocked(ctx, s)
+}
+
+// deleteSubLocked deletes subscription s; entityMu is held.
+func (b *Broker) deleteSubLocked(ctx context.Context, s *entity) error {
 	var bt batchBuf
 	deleteEntityKeys(&bt, s.id)
 	s.q.stopWrites()

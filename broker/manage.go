@@ -155,7 +155,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 				bt.Set(msgKey(e.id, m.sub, m.seq), encodeMeta(&mm))
 			}
 		}
-		if err := b.commit(ctx, &bt.Batch); err != nil {
+		if err := b.commitWrites(ctx, q, &bt.Batch); err != nil {
 			return fail(err)
 		}
 	}

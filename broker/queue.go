@@ -1,8 +1,11 @@
 package broker
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/busbar-io/busbar/store"
 )
 
 // qstate holds the messages of one queue or subscription (its main,
@@ -78,6 +81,33 @@ func (q *qstate) waitWrites() {
 	if q != nil {
 		q.writes.Wait()
 	}
+}
+
+// beginWrite registers a writer of records of q's entity, which a delete
+// waits for (waitWrites), or refuses it while the entity is being deleted;
+// q.mu is held. endWrite ends it once the writer's commit has ended.
+func (q *qstate) beginWrite() error {
+	if q.deleting.Load() {
+		return errorf(ErrNotFound, "%s %q is being deleted", q.ent.kind, q.ent.path())
+	}
+	q.writes.Add(1)
+	return nil
+}
+
+func (q *qstate) endWrite() { q.writes.Done() }
+
+// commitWrites commits bt, which writes records of q's entity, as a writer
+// of them (beginWrite): a delete that began before refuses it, one that
+// begins meanwhile waits for it. q.mu is not held.
+func (b *Broker) commitWrites(ctx context.Context, q *qstate, bt *store.Batch) error {
+	q.mu.Lock()
+	err := q.beginWrite()
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer q.endWrite()
+	return b.commit(ctx, bt)
 }
 
 // resumeWrites undoes stopWrites when the delete failed.

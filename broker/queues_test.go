@@ -287,6 +287,55 @@ func TestDeleteQueueWithASendInFlightLeavesNoRecords(t *testing.T) {
 	mustHoldInvariants(t, b)
 }
 
+// Not only sends write a queue's records: a settlement that rewrites a
+// message, a peek-lock receive of deferred messages and a session state
+// do too. A delete waits for those in flight, so that none of their
+// records outlives the queue.
+func TestDeleteQueueWithOtherWritesInFlightLeavesNoRecords(t *testing.T) {
+	writes := map[string]func(b *Broker, locked *Message, deferred int64) error{
+		"defer": func(b *Broker, m *Message, _ int64) error { return b.Defer(context.Background(), "q", nil, m.LockToken) },
+		"abandon with a property": func(b *Broker, m *Message, _ int64) error {
+			return b.Abandon(context.Background(), "q", map[string]any{"k": "v"}, m.LockToken)
+		},
+		"receive deferred": func(b *Broker, _ *Message, seq int64) error {
+			_, err := b.ReceiveDeferred(context.Background(), "q", []int64{seq}, PeekLock)
+			return err
+		},
+		"session state": func(b *Broker, _ *Message, _ int64) error {
+			return b.SetSessionState(context.Background(), "q", "s", []byte("state"))
+		},
+	}
+	for name, write := range writes {
+		t.Run(name, func(t *testing.T) {
+			b, g := openGated(t, clock.NewFake(t0), 3, nil)
+			ctx := context.Background()
+			must(t, b.CreateQueue(ctx, "q", QueueProperties{RequiresSession: true, LockDuration: time.Minute}))
+			id, _ := b.Dormant("q")
+			must(t, b.Send(ctx, "q", []*Message{{SessionID: "s", Body: []byte("1")}, {SessionID: "s", Body: []byte("2")}}))
+			got := consumeInto(t, b, "q", "s", PeekLock, 2).takeN(t, 2)
+			must(t, b.Defer(ctx, "q", nil, got[1].LockToken))
+			g.arm()
+			done := make(chan error, 1)
+			go func() { done <- write(b, got[0], got[1].SequenceNumber) }()
+			<-g.entered // the write's commit is held
+			del := make(chan error, 1)
+			go func() { del <- b.DeleteQueue(ctx, "q") }()
+			poll.Until(t, 10*time.Second, "the delete to run", func() bool {
+				return len(del) > 0 || blockedIn("broker.(*Broker).deleteTopLocked")
+			})
+			close(g.release)
+			must(t, <-del)
+			if err := <-done; err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrMessageNotFound) {
+				t.Fatalf("the write: %v, want success or not found", err)
+			}
+			if n := entityRecords(t, g.Store, id); n != 0 {
+				t.Fatalf("%d records of the deleted queue are left", n)
+			}
+			mustHoldInvariants(t, b)
+		})
+	}
+}
+
 // A send durable before its queue was deleted, but answered after (it
 // waited for the producer's earlier send), fails with ErrNotFound: success
 // would acknowledge a message already gone.

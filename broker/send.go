@@ -160,13 +160,12 @@ func (tx *txn) hold(q *qstate) error {
 	if n := len(tx.writing); n > 0 && tx.writing[n-1] == q {
 		return nil
 	}
-	if q.deleting.Load() {
-		if slices.Contains(tx.writing, q) {
-			return nil // the delete waits for this txn
-		}
-		return errorf(ErrNotFound, "%s %q is being deleted", q.ent.kind, q.ent.path())
+	if slices.Contains(tx.writing, q) {
+		return nil // the delete, if one began, waits for this txn
 	}
-	q.writes.Add(1)
+	if err := q.beginWrite(); err != nil {
+		return err
+	}
 	tx.writing = append(tx.writing, q)
 	return nil
 }
@@ -174,7 +173,7 @@ func (tx *txn) hold(q *qstate) error {
 // endWrites releases the txn's holds once its commit has ended.
 func (tx *txn) endWrites() {
 	for _, q := range tx.writing {
-		q.writes.Done()
+		q.endWrite()
 	}
 	tx.writing = nil
 }

@@ -433,7 +433,7 @@ func (b *Broker) SetSessionState(ctx context.Context, path, id string, state []b
 	} else {
 		bt.Set(k, append(encodeUint(uint64(now.UnixNano())), state...))
 	}
-	if err := b.commit(ctx, &bt.Batch); err != nil {
+	if err := b.commitWrites(ctx, q, &bt.Batch); err != nil {
 		end(true, false)
 		return err
 	}

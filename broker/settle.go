@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/busbar-io/busbar/store"
@@ -152,13 +153,30 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 			}
 		}
 	}
+	tx := b.newTxn(context.Background())
+	tx.bt.Ops = make([]store.Op, 0, 2*len(moves)) // most moves write two records
+	// Moves that write records of their entity (all but deletions) hold
+	// it: a delete of the entity waits for their commit, or, begun
+	// already, fails them, so that no record outlives the entity.
+	for _, mv := range moves {
+		if mv.dropped || mv.kind == mvDelete || slices.Contains(tx.writing, mv.q) {
+			continue
+		}
+		mv.q.mu.Lock()
+		err := tx.hold(mv.q)
+		mv.q.mu.Unlock()
+		if err != nil {
+			mv.dropped = true
+			if mv.req != nil && mv.req.err == nil {
+				mv.req.err = err
+			}
+		}
+	}
 	for _, mv := range moves {
 		if mv.req != nil && mv.req.err != nil {
 			mv.dropped = true
 		}
 	}
-	tx := b.newTxn(context.Background())
-	tx.bt.Ops = make([]store.Op, 0, 2*len(moves)) // most moves write two records
 	for _, mv := range moves {
 		if mv.dropped {
 			continue

@@ -293,7 +293,9 @@ func TestDeleteQueueWithASendInFlightLeavesNoRecords(t *testing.T) {
 // records outlives the queue.
 func TestDeleteQueueWithOtherWritesInFlightLeavesNoRecords(t *testing.T) {
 	writes := map[string]func(b *Broker, locked *Message, deferred int64) error{
-		"defer": func(b *Broker, m *Message, _ int64) error { return b.Defer(context.Background(), "q", nil, m.LockToken) },
+		"defer": func(b *Broker, m *Message, _ int64) error {
+			return b.Defer(context.Background(), "q", nil, m.LockToken)
+		},
 		"abandon with a property": func(b *Broker, m *Message, _ int64) error {
 			return b.Abandon(context.Background(), "q", map[string]any{"k": "v"}, m.LockToken)
 		},

@@ -74,6 +74,11 @@ func decodeState(b []byte) (*JobState, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return nil, fmt.Errorf("pipeline: decoding job state %q: %w", b, err)
 	}
+	// A state the pipeline did not write ("{}", "null") would read as task
+	// 0 handled, and task 0 would be completed without running.
+	if st.LastTask < -1 || st.Count < 1 || st.FailedTask < 0 || st.Failures < 0 || st.Runs < 0 {
+		return nil, fmt.Errorf("pipeline: job state %q is not one the pipeline writes (lastTask %d, count %d)", b, st.LastTask, st.Count)
+	}
 	return &st, nil
 }
 

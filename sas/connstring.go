@@ -37,16 +37,19 @@ func ParseConnectionString(s string) ConnectionString {
 			continue
 		}
 		v = strings.TrimSpace(v)
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "endpoint":
+		// Names match as in ReplaceField, so that the field it replaces is
+		// the one read here.
+		is := func(name string) bool { return strings.EqualFold(strings.TrimSpace(k), name) }
+		switch {
+		case is("Endpoint"):
 			cs.Endpoint = v
-		case "sharedaccesskeyname":
+		case is("SharedAccessKeyName"):
 			cs.KeyName = v
-		case "sharedaccesskey":
+		case is("SharedAccessKey"):
 			cs.Key = v
-		case "entitypath":
+		case is("EntityPath"):
 			cs.EntityPath = v
-		case "usedevelopmentemulator":
+		case is("UseDevelopmentEmulator"):
 			cs.Emulator = strings.EqualFold(v, "true") || v == "1"
 		}
 	}

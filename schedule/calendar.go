@@ -116,7 +116,9 @@ func ParseTimeOfDay(s string) (time.Duration, error) {
 		layout = "15:04:05"
 	}
 	t, err := time.Parse(layout, s)
-	if err != nil {
+	// time.Parse reads a fraction after the seconds even when the layout
+	// has none ("01:02:03.5"): it would be dropped, so it is refused.
+	if err != nil || strings.ContainsAny(s, ".,") {
 		return 0, fmt.Errorf("time of day %q: want HH:MM or HH:MM:SS", s)
 	}
 	return time.Duration(t.Hour())*time.Hour + time.Duration(t.Minute())*time.Minute + time.Duration(t.Second())*time.Second, nil

@@ -180,6 +180,9 @@ func parseField(field string, lo, hi int, names []string) (uint64, error) {
 		}
 		for v := a; v <= b; v += step {
 			bits |= 1 << uint(v)
+			if step > b-v { // v+step would pass b, or overflow and wrap below it
+				break
+			}
 		}
 	}
 	return bits, nil

@@ -49,21 +49,36 @@ func (d PipelineDB) storeName() string {
 
 // ParsePipelineDB reads postgres://…?busbar_queue=QUEUE[&busbar_table=T]:
 // busbar_queue names the pipeline's work queue, busbar_table the
-// pipelinepg table; every other parameter is PostgreSQL's.
+// pipelinepg table; every other parameter is PostgreSQL's. A query that
+// cannot be read whole, or names either parameter twice, is refused rather
+// than cut.
 func ParsePipelineDB(raw string) (PipelineDB, error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || !strings.HasPrefix(raw[len(u.Scheme):], "://") {
 		return PipelineDB{}, errors.New("not a postgres:// URL")
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil || len(q["busbar_queue"]) > 1 || len(q["busbar_table"]) > 1 {
+		return PipelineDB{}, fmt.Errorf("%s: the query is malformed or names busbar_queue or busbar_table twice", u.Redacted())
+	}
 	d := PipelineDB{Queue: q.Get("busbar_queue"), Table: q.Get("busbar_table")}
 	if d.Queue == "" {
 		return PipelineDB{}, fmt.Errorf("%s: name the pipeline's work queue with ?busbar_queue=QUEUE", u.Redacted())
 	}
 	q.Del("busbar_queue")
 	q.Del("busbar_table")
-	u.RawQuery = q.Encode()
-	d.DSN = u.String()
+	// Only the query changes; the rest is kept as written (url.URL.String
+	// would write "postgres://" as "postgres:", which is not a URL for
+	// PostgreSQL).
+	rest, frag, hasFrag := strings.Cut(raw, "#")
+	rest, _, _ = strings.Cut(rest, "?")
+	d.DSN = u.Scheme + rest[len(u.Scheme):]
+	if enc := q.Encode(); enc != "" {
+		d.DSN += "?" + enc
+	}
+	if hasFrag {
+		d.DSN += "#" + frag
+	}
 	return d, nil
 }
 

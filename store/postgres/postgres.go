@@ -87,17 +87,32 @@ type Options struct {
 
 // ParseURL splits a store URL (postgres://… or postgresql://…) into the
 // connection string and Options: the query parameter busbar_table names the
-// table; every other parameter is PostgreSQL's.
+// table; every other parameter is PostgreSQL's. A query that cannot be read
+// whole, or names busbar_table twice, is refused rather than cut.
 func ParseURL(raw string) (dsn string, opts Options, err error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || !strings.HasPrefix(raw[len(u.Scheme):], "://") {
 		return "", opts, fmt.Errorf("store/postgres: %q is not a postgres:// URL", redact(raw))
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil || len(q["busbar_table"]) > 1 {
+		return "", opts, fmt.Errorf("store/postgres: %q: the query is malformed or names busbar_table twice", redact(raw))
+	}
 	opts.Table = q.Get("busbar_table")
 	q.Del("busbar_table")
-	u.RawQuery = q.Encode()
-	return u.String(), opts, nil
+	// Only the query changes; the rest is kept as written (url.URL.String
+	// would write "postgres://" as "postgres:", which is not a URL for
+	// PostgreSQL).
+	rest, frag, hasFrag := strings.Cut(raw, "#")
+	rest, _, _ = strings.Cut(rest, "?")
+	dsn = u.Scheme + rest[len(u.Scheme):]
+	if enc := q.Encode(); enc != "" {
+		dsn += "?" + enc
+	}
+	if hasFrag {
+		dsn += "#" + frag
+	}
+	return dsn, opts, nil
 }
 
 // redact hides a URL's password, for error messages and logs.
@@ -105,6 +120,9 @@ func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
+	}
+	if u.Opaque != "" { // "postgres:user:pass@host": no userinfo to redact
+		return u.Scheme + ":(hidden)"
 	}
 	return u.Redacted()
 }

@@ -258,6 +258,19 @@ func TestCompetingConsumersShareTheQueue(t *testing.T) {
 	}
 }
 
+// deleteQueueWaiting starts DeleteQueue(name) and returns its outcome's
+// channel once the delete has run as far as it can: done, or waiting for
+// the writes in flight to the queue.
+func deleteQueueWaiting(t *testing.T, b *Broker, name string) <-chan error {
+	t.Helper()
+	del := make(chan error, 1)
+	go func() { del <- b.DeleteQueue(context.Background(), name) }()
+	poll.Until(t, 10*time.Second, "the delete to run", func() bool {
+		return len(del) > 0 || blockedIn("broker.(*Broker).deleteTopLocked")
+	})
+	return del
+}
+
 // A queue deleted while a send to it is committing keeps none of the
 // send's records: the delete's range deletions come after them. The send
 // is answered with success or "not found", never with success after the
@@ -270,11 +283,7 @@ func TestDeleteQueueWithASendInFlightLeavesNoRecords(t *testing.T) {
 	g.arm()
 	p := b.SendAsync(ctx, "q", []*Message{{MessageID: "a", Body: []byte("a")}}, nil, nil)
 	<-g.entered // the send's commit is held
-	del := make(chan error, 1)
-	go func() { del <- b.DeleteQueue(ctx, "q") }()
-	poll.Until(t, 10*time.Second, "the delete to run", func() bool {
-		return len(del) > 0 || blockedIn("broker.(*Broker).deleteTopLocked")
-	})
+	del := deleteQueueWaiting(t, b, "q")
 	close(g.release)
 	must(t, <-del)
 	if _, err := p.Wait(); err != nil && !errors.Is(err, ErrNotFound) {
@@ -320,11 +329,7 @@ func TestDeleteQueueWithOtherWritesInFlightLeavesNoRecords(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- write(b, got[0], got[1].SequenceNumber) }()
 			<-g.entered // the write's commit is held
-			del := make(chan error, 1)
-			go func() { del <- b.DeleteQueue(ctx, "q") }()
-			poll.Until(t, 10*time.Second, "the delete to run", func() bool {
-				return len(del) > 0 || blockedIn("broker.(*Broker).deleteTopLocked")
-			})
+			del := deleteQueueWaiting(t, b, "q")
 			close(g.release)
 			must(t, <-del)
 			if err := <-done; err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrMessageNotFound) {

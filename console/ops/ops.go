@@ -13,16 +13,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/busbar-io/busbar/console"
+	"github.com/busbar-io/busbar/internal/pgurl"
 	"github.com/busbar-io/busbar/pipeline"
 	"github.com/busbar-io/busbar/pipeline/pipelinepg"
 	"github.com/busbar-io/busbar/schedule"
-	"github.com/jackc/pgx/v5"
 )
 
 // Toolkit implements console.Toolkit. The zero value is ready to use and
@@ -53,33 +54,14 @@ func (d PipelineDB) storeName() string {
 // cannot be read whole, or names either parameter twice, is refused rather
 // than cut.
 func ParsePipelineDB(raw string) (PipelineDB, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || !strings.HasPrefix(raw[len(u.Scheme):], "://") {
-		return PipelineDB{}, errors.New("not a postgres:// URL")
+	dsn, v, err := pgurl.Split(raw, "busbar_queue", "busbar_table")
+	if err != nil {
+		return PipelineDB{}, err
 	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil || len(q["busbar_queue"]) > 1 || len(q["busbar_table"]) > 1 {
-		return PipelineDB{}, fmt.Errorf("%s: the query is malformed or names busbar_queue or busbar_table twice", u.Redacted())
+	if v[0] == "" {
+		return PipelineDB{}, fmt.Errorf("%s: name the pipeline's work queue with ?busbar_queue=QUEUE", pgurl.Redact(raw))
 	}
-	d := PipelineDB{Queue: q.Get("busbar_queue"), Table: q.Get("busbar_table")}
-	if d.Queue == "" {
-		return PipelineDB{}, fmt.Errorf("%s: name the pipeline's work queue with ?busbar_queue=QUEUE", u.Redacted())
-	}
-	q.Del("busbar_queue")
-	q.Del("busbar_table")
-	// Only the query changes; the rest is kept as written (url.URL.String
-	// would write "postgres://" as "postgres:", which is not a URL for
-	// PostgreSQL).
-	rest, frag, hasFrag := strings.Cut(raw, "#")
-	rest, _, _ = strings.Cut(rest, "?")
-	d.DSN = u.Scheme + rest[len(u.Scheme):]
-	if enc := q.Encode(); enc != "" {
-		d.DSN += "?" + enc
-	}
-	if hasFrag {
-		d.DSN += "#" + frag
-	}
-	return d, nil
+	return PipelineDB{DSN: dsn, Queue: v[0], Table: v[1]}, nil
 }
 
 // ParsePipelineDBs reads whitespace-separated ParsePipelineDB URLs; a

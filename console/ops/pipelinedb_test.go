@@ -164,7 +164,7 @@ func TestParsePipelineDBs(t *testing.T) {
 		t.Fatalf("parsed %v", dbs)
 	}
 	for in, msg := range map[string]string{
-		"mysql://db/app?busbar_queue=q":                           "not a postgres:// URL",
+		"mysql://db/app?busbar_queue=q":                           "mysql://db/app?(query hidden) is not a postgres:// URL",
 		"postgres://u:secret@db/app":                              "postgres://u:xxxxx@db/app: name the pipeline's work queue with ?busbar_queue=QUEUE",
 		"postgres://a?busbar_queue=q postgres://b?busbar_queue=q": "the failed jobs of q in postgres:busbar_failed_tasks are named twice",
 	} {

@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -52,6 +51,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/busbar-io/busbar/internal/pgurl"
 	"github.com/busbar-io/busbar/store"
 )
 
@@ -90,41 +90,12 @@ type Options struct {
 // table; every other parameter is PostgreSQL's. A query that cannot be read
 // whole, or names busbar_table twice, is refused rather than cut.
 func ParseURL(raw string) (dsn string, opts Options, err error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || !strings.HasPrefix(raw[len(u.Scheme):], "://") {
-		return "", opts, fmt.Errorf("store/postgres: %q is not a postgres:// URL", redact(raw))
-	}
-	q, err := url.ParseQuery(u.RawQuery)
-	if err != nil || len(q["busbar_table"]) > 1 {
-		return "", opts, fmt.Errorf("store/postgres: %q: the query is malformed or names busbar_table twice", redact(raw))
-	}
-	opts.Table = q.Get("busbar_table")
-	q.Del("busbar_table")
-	// Only the query changes; the rest is kept as written (url.URL.String
-	// would write "postgres://" as "postgres:", which is not a URL for
-	// PostgreSQL).
-	rest, frag, hasFrag := strings.Cut(raw, "#")
-	rest, _, _ = strings.Cut(rest, "?")
-	dsn = u.Scheme + rest[len(u.Scheme):]
-	if enc := q.Encode(); enc != "" {
-		dsn += "?" + enc
-	}
-	if hasFrag {
-		dsn += "#" + frag
-	}
-	return dsn, opts, nil
-}
-
-// redact hides a URL's password, for error messages and logs.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
+	dsn, v, err := pgurl.Split(raw, "busbar_table")
 	if err != nil {
-		return "(unparsable URL)"
+		return "", opts, fmt.Errorf("store/postgres: %w", err)
 	}
-	if u.Opaque != "" { // "postgres:user:pass@host": no userinfo to redact
-		return u.Scheme + ":(hidden)"
-	}
-	return u.Redacted()
+	opts.Table = v[0]
+	return dsn, opts, nil
 }
 
 // DefaultTable is the table used when Options.Table is empty.

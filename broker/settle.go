@@ -248,6 +248,12 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 				q.setDeadline(m, b.now().Add(time.Second).UnixNano())
 			} else if m.lk == nil {
 				q.route(m)
+				if mv.req == nil && m.dl != nil && m.dl.when <= b.now().UnixNano() {
+					// The broker's own change (an expiry) failed, and the
+					// message is due again at once: a second later, or a
+					// store that keeps failing would be retried in a loop.
+					q.setDeadline(m, b.now().Add(time.Second).UnixNano())
+				}
 			}
 			continue
 		}

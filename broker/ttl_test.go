@@ -1,8 +1,17 @@
 package broker
 
 import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/busbar-io/busbar/clock"
+	"github.com/busbar-io/busbar/internal/poll"
+	"github.com/busbar-io/busbar/store"
+	"github.com/busbar-io/busbar/store/memstore"
 )
 
 // Expiration, after message-expiration.md.
@@ -70,4 +79,53 @@ func TestDeferredMessagesDoNotExpire(t *testing.T) {
 	if ri := e.info("q"); ri.DeferredMessageCount != 1 || ri.DeadLetterMessageCount != 0 {
 		t.Fatalf("runtime %+v", ri)
 	}
+}
+
+// failingStore fails every commit while failing is set, and counts them.
+type failingStore struct {
+	*memstore.Store
+	failing atomic.Bool
+	commits atomic.Int64
+}
+
+func (f *failingStore) Commit(ctx context.Context, b *store.Batch) error {
+	if f.failing.Load() {
+		f.commits.Add(1)
+		return errCommitInjected
+	}
+	return f.Store.Commit(ctx, b)
+}
+
+// An expiry whose commit fails is tried again a second later, not at once:
+// a store that keeps failing (a full disk) must not be retried in a loop.
+func TestFailedExpiryIsRetriedASecondLater(t *testing.T) {
+	clk := clock.NewFake(t0)
+	fs := &failingStore{Store: memstore.New()}
+	b, err := Open(context.Background(), fs, Options{Clock: clk, Rand: seededRand{rand.NewChaCha8([32]byte{7})}, Logger: slog.New(slog.DiscardHandler)})
+	must(t, err)
+	t.Cleanup(func() { b.Close() })
+	ctx := context.Background()
+	must(t, b.CreateQueue(ctx, "q", QueueProperties{DeadLetteringOnMessageExpiration: true}))
+	must(t, b.Send(ctx, "q", []*Message{{Body: []byte("x"), TimeToLive: time.Minute}}))
+	fs.failing.Store(true)
+	advanced := make(chan struct{})
+	go func() { clk.Advance(time.Minute + 10*time.Second); close(advanced) }()
+	poll.Until(t, 10*time.Second, "the clock advanced past the expiry", func() bool {
+		select {
+		case <-advanced:
+			return true
+		default:
+			return false
+		}
+	})
+	// Due at 1m, then tried every second until 1m10s: 11 attempts.
+	if n := fs.commits.Load(); n < 10 || n > 12 {
+		t.Fatalf("%d commits of the expiry in 10 seconds, want about 11", n)
+	}
+	fs.failing.Store(false)
+	clk.Advance(time.Second)
+	poll.Until(t, 10*time.Second, "the message dead-lettered once the store works", func() bool {
+		qi, err := b.GetQueue(ctx, "q")
+		return err == nil && qi.Runtime.DeadLetterMessageCount == 1 && qi.Runtime.ActiveMessageCount == 0
+	})
 }

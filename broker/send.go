@@ -157,9 +157,6 @@ func (tx *txn) abort() {
 // the commit (stopWrites), and one that began after refuses the send.
 // Holding an entity twice is harmless: each hold is released.
 func (tx *txn) hold(q *qstate) error {
-	if n := len(tx.writing); n > 0 && tx.writing[n-1] == q {
-		return nil
-	}
 	if slices.Contains(tx.writing, q) {
 		return nil // the delete, if one began, waits for this txn
 	}

@@ -64,7 +64,7 @@ func TestBacklogBodiesAreReadTogether(t *testing.T) {
 		t.Fatal("an abandoned message with a new property is not split")
 	}
 	reset()
-	bases, errs := e.b.loadBodies(e.ctx, []*lazyBody{{ent.id, m, false}})
+	bases, errs := e.b.loadBodies(e.ctx, []*lazyBody{{eid: ent.id, m: m}})
 	if errs[0] != nil || string(bases[0].Body) != want[0] || bases[0].Properties["k"] != "v" {
 		t.Fatalf("a split message read as unsplit: %v, %v", bases[0], errs[0])
 	}
@@ -89,4 +89,50 @@ func TestBacklogBodiesAreReadTogether(t *testing.T) {
 	e.must(err)
 	wantBodies(t, deferred, want[:5]...)
 	wantReads("deferred messages", 1, 5)
+}
+
+// A session receiver that asks for one message at a time, on a session
+// whose bodies are not cached, reads the session's next messages with its
+// first: one store call for the ten, not ten. What was read ahead goes
+// with the session's lock: the next holder reads again.
+func TestSessionDeliveriesReadTheirSessionAhead(t *testing.T) {
+	e, fs := newFlakyEnv(t) // caches nothing
+	e.queue("q", QueueProperties{RequiresSession: true, LockDuration: time.Minute})
+	want := make([]string, 10)
+	for i := range want {
+		want[i] = fmt.Sprintf("s%d", i)
+		e.send("q", &Message{SessionID: "s", Body: []byte(want[i]), Properties: map[string]any{"i": int64(i)}})
+	}
+	receiveOne := func(c *Consumer, sk *sink) *Message {
+		t.Helper()
+		c.AddCredit(1)
+		return sk.takeN(t, 1)[0]
+	}
+	c, sk := e.accept("q", "s")
+	var got []*Message
+	for range 3 {
+		m := receiveOne(c, sk)
+		e.must(e.b.Complete(e.ctx, "q", m.LockToken))
+		got = append(got, m)
+	}
+	if n, k := fs.getManys.Load(), fs.manyKeys.Load(); n != 1 || k != 10 {
+		t.Fatalf("three deliveries read %d times, %d keys; want once, the session's ten", n, k)
+	}
+	// A new holder of the session reads again.
+	e.must(c.Close())
+	c, sk = e.accept("q", "s")
+	for range 7 {
+		m := receiveOne(c, sk)
+		e.must(e.b.Complete(e.ctx, "q", m.LockToken))
+		got = append(got, m)
+	}
+	if n, k := fs.getManys.Load(), fs.manyKeys.Load(); n != 2 || k != 17 {
+		t.Fatalf("after the session changed hands: %d reads of %d keys; want 2 and 17", n, k)
+	}
+	wantBodies(t, got, want...)
+	for i, m := range got {
+		if m.Properties["i"] != int64(i) || m.SessionID != "s" {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+	}
 }

@@ -85,6 +85,94 @@ type lazyBody struct {
 	// lock (it only ever turns true): a split message's record is read
 	// from its body key at once; a stale false costs a second read.
 	split bool
+	// ahead, for a session delivery, is what its read reads besides.
+	ahead *readAhead
+}
+
+// readAhead is the session's next available messages, read with a
+// delivery's body when that had to come from the store, for the session's
+// buffer (session.ahead): a session receiver asking for one message at a
+// time (the SDK's do) then reads its session's backlog with one lookup, not
+// one per message. keys[i] is where ms[i]'s record is, as the queue's lock
+// saw it.
+type readAhead struct {
+	q      *qstate
+	s      *session
+	c      *Consumer
+	ms     []*msgIdx
+	keys   [][]byte
+	inline []bool // keys[i] is ms[i]'s index record, its message record inline
+}
+
+// aheadMax and aheadBytes bound a read-ahead.
+const (
+	aheadMax   = 16
+	aheadBytes = 256 << 10
+)
+
+// readAhead picks the session's available messages, besides m, whose
+// bodies are neither cached nor read ahead already; q.mu is held.
+func (q *qstate) readAhead(c *Consumer, m *msgIdx) *readAhead {
+	s := c.sess
+	var ra *readAhead
+	size := 0
+	for _, x := range s.avail {
+		if x == m || x.pending || x.body.Load() != nil || s.ahead[x] != nil {
+			continue
+		}
+		if size += int(x.size); size > aheadBytes || (ra != nil && len(ra.ms) == aheadMax) {
+			break
+		}
+		if ra == nil {
+			ra = &readAhead{q: q, s: s, c: c}
+		}
+		inline := x.inline && !x.split
+		ra.ms, ra.inline = append(ra.ms, x), append(ra.inline, inline)
+		if inline {
+			ra.keys = append(ra.keys, msgKey(q.ent.id, x.home, x.seq))
+		} else {
+			ra.keys = append(ra.keys, key2(kBody, q.ent.id, x.bodyRef))
+		}
+	}
+	return ra
+}
+
+// keep puts what was read ahead (recs[i]: ms[i]'s stored value, or nil) in
+// the session's buffer, for messages still available in the session its
+// consumer still holds.
+func (ra *readAhead) keep(recs [][]byte) {
+	msgs := make([]*Message, len(ra.ms))
+	for i, v := range recs {
+		if v == nil {
+			continue
+		}
+		if ra.inline[i] {
+			mm, rec, err := decodeMetaRecord(v)
+			if err != nil || !mm.inline {
+				continue // split meanwhile: read when delivered
+			}
+			v = rec
+		}
+		if msg, err := decodeMessage(v); err == nil {
+			msgs[i] = msg
+		}
+	}
+	q := ra.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if ra.s.owner != ra.c {
+		return
+	}
+	for i, x := range ra.ms {
+		if msgs[i] == nil || q.msgs[x.seq] != x || x.sess != ra.s || x.hidx < 0 || x.lk != nil || x.pending ||
+			x.sub != SubqueueMain || x.state != StateActive {
+			continue
+		}
+		if ra.s.ahead == nil {
+			ra.s.ahead = make(map[*msgIdx]*Message)
+		}
+		ra.s.ahead[x] = msgs[i]
+	}
 }
 
 // pendingCommit marks deliveries that wait for a store commit
@@ -517,8 +605,18 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 	q.ent.accessed.Store(now)
 	var lazy *lazyBody
 	base := q.b.cache.get(m)
+	if base == nil && c.sess != nil {
+		if base = c.sess.ahead[m]; base != nil {
+			delete(c.sess.ahead, m)
+		}
+	}
 	if base == nil {
-		base, lazy = &Message{}, &lazyBody{q.ent.id, m, m.split}
+		base, lazy = &Message{}, &lazyBody{eid: q.ent.id, m: m, split: m.split}
+		if c.sess != nil && c.credit == 0 {
+			// The session's receiver takes no more now: read its next
+			// messages with this one, for its next deliveries.
+			lazy.ahead = q.readAhead(c, m)
+		}
 	}
 	out := stampInto(q.deliveryCopy(), base, m)
 	if c.opts.Mode == PeekLock {
@@ -549,7 +647,7 @@ func (q *qstate) deliver(c *Consumer, m *msgIdx, w *work, now int64) {
 // not be called with a queue's lock held, and m must be pending (nothing
 // else changes it meanwhile).
 func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
-	msgs, errs := b.loadBodies(context.Background(), []*lazyBody{{eid, m, m.split}})
+	msgs, errs := b.loadBodies(context.Background(), []*lazyBody{{eid: eid, m: m, split: m.split}})
 	return msgs[0], errs[0]
 }
 
@@ -581,12 +679,30 @@ func (b *Broker) loadBodies(ctx context.Context, ls []*lazyBody) (msgs []*Messag
 		}
 		idx = append(idx, i)
 	}
+	// Read-aheads' keys follow the deliveries' own.
+	var aheads []*readAhead
+	for _, l := range ls {
+		if l.ahead != nil {
+			aheads = append(aheads, l.ahead)
+		}
+	}
+	own := len(keys)
+	for _, ra := range aheads {
+		keys = append(keys, ra.keys...)
+	}
 	readErr := func(i int, err error) error {
 		return fmt.Errorf("read message %d of entity %d: %w", ls[i].m.bodyRef, ls[i].eid, err)
 	}
 	var split []int // those whose record a rewrite moved to the body key
 	if len(keys) > 0 {
 		vals, err := b.st.GetMany(ctx, keys)
+		if err == nil {
+			rest := vals[own:]
+			for _, ra := range aheads {
+				ra.keep(rest[:len(ra.keys)])
+				rest = rest[len(ra.keys):]
+			}
+		}
 		for j, i := range idx {
 			atBody := !ls[i].m.inline || ls[i].split
 			switch {

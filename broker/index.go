@@ -219,6 +219,12 @@ type session struct {
 	// the order their lock checks passed.
 	stateWrites int
 	stateTurn   chan struct{}
+	// ahead holds message bodies read ahead for the session's owner: a
+	// delivery that had to read its body from the store read the
+	// session's next available messages with it (readAhead), and their
+	// deliveries take them from here. Dropped when the session is
+	// released; an entry leaves when its message is delivered.
+	ahead map[*msgIdx]*Message
 }
 
 // seqCounter hands out sequence numbers. A number must never be reused,

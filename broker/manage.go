@@ -132,7 +132,7 @@ func (b *Broker) ReceiveDeferred(ctx context.Context, path string, seqs []int64,
 	}
 	ls := make([]*lazyBody, len(ms))
 	for i, m := range ms {
-		ls[i] = &lazyBody{e.id, m, m.split} // pending: nothing changes m meanwhile
+		ls[i] = &lazyBody{eid: e.id, m: m, split: m.split} // pending: nothing changes m meanwhile
 	}
 	bases, errs := b.loadBodies(ctx, ls)
 	for _, err := range errs {

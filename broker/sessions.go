@@ -190,7 +190,7 @@ func (q *qstate) releaseSession(c *Consumer, expired bool, w *work) {
 		return
 	}
 	q.unlinkSessionLock(s)
-	s.owner, s.lockedUntil = nil, 0
+	s.owner, s.lockedUntil, s.ahead = nil, 0, nil
 	cs := q.consumers[SubqueueMain]
 	if i := slices.Index(cs, c); i >= 0 {
 		q.consumers[SubqueueMain] = slices.Delete(cs, i, i+1)

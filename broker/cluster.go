@@ -282,15 +282,8 @@ func (b *Broker) refreshLocked(ctx context.Context, key []byte) error {
 
 func (b *Broker) refreshEntity(ctx context.Context, id uint64) error {
 	v, err := b.st.Get(ctx, key1(kEntity, id))
-	b.mu.RLock()
-	e := b.byID[id]
-	b.mu.RUnlock()
 	if errors.Is(err, store.ErrNotFound) {
-		if e == nil {
-			return nil
-		}
-		b.forget(e)
-		return nil
+		return b.applyEntity(ctx, id, nil)
 	}
 	if err != nil {
 		return err
@@ -298,6 +291,21 @@ func (b *Broker) refreshEntity(ctx context.Context, id uint64) error {
 	rec, err := decodeEntity(v)
 	if err != nil {
 		return fmt.Errorf("entity record %d: %w", id, err)
+	}
+	return b.applyEntity(ctx, id, rec)
+}
+
+// applyEntity brings entity id in memory to its stored record rec (nil:
+// deleted); entityMu is held.
+func (b *Broker) applyEntity(ctx context.Context, id uint64, rec *entityRecord) error {
+	b.mu.RLock()
+	e := b.byID[id]
+	b.mu.RUnlock()
+	if rec == nil {
+		if e != nil {
+			b.forget(e)
+		}
+		return nil
 	}
 	if e != nil {
 		p := rec.p
@@ -399,11 +407,16 @@ func (b *Broker) refreshRulesOf(ctx context.Context, s *entity) error {
 	}); err != nil {
 		return err
 	}
+	s.setRules(rules)
+	return nil
+}
+
+// setRules replaces the subscription's rules with rules, sorted.
+func (s *entity) setRules(rules []*rule) {
 	sortRules(rules)
 	s.mu.Lock()
 	s.rules = rules
 	s.mu.Unlock()
-	return nil
 }
 
 // Resync re-reads all shared metadata from the store: the entity id
@@ -421,7 +434,7 @@ func (b *Broker) Resync(ctx context.Context) error {
 	if err := b.refreshLocked(ctx, IDCounterKey); err != nil {
 		return err
 	}
-	var tops, subs []uint64
+	var tops, subs []*entityRecord
 	err := b.st.Scan(ctx, []byte{kEntity}, []byte{kEntity + 1}, func(k, v []byte) error {
 		if !IsEntityRecord(k) {
 			return nil
@@ -431,9 +444,9 @@ func (b *Broker) Resync(ctx context.Context) error {
 			return fmt.Errorf("entity record %x: %w", k, err)
 		}
 		if r.kind == kindSubscription {
-			subs = append(subs, r.id)
+			subs = append(subs, r)
 		} else {
-			tops = append(tops, r.id)
+			tops = append(tops, r)
 		}
 		return nil
 	})
@@ -442,9 +455,9 @@ func (b *Broker) Resync(ctx context.Context) error {
 	}
 	stored := make(map[uint64]bool, len(tops)+len(subs))
 	// Queues and topics first: a new subscription is added to its topic.
-	for _, id := range append(tops, subs...) {
-		stored[id] = true
-		if err := b.refreshEntity(ctx, id); err != nil {
+	for _, r := range append(tops, subs...) {
+		stored[r.id] = true
+		if err := b.applyEntity(ctx, r.id, r); err != nil {
 			return err
 		}
 	}
@@ -457,12 +470,13 @@ func (b *Broker) Resync(ctx context.Context) error {
 	}
 	b.mu.RUnlock()
 	for _, id := range gone {
-		if err := b.refreshEntity(ctx, id); err != nil { // finds it deleted: forgets it
+		// (A subscription may have gone with its topic already.)
+		if err := b.applyEntity(ctx, id, nil); err != nil {
 			return err
 		}
 	}
-	for _, id := range subs {
-		if err := b.refreshRules(ctx, id); err != nil {
+	for _, r := range subs {
+		if err := b.refreshRules(ctx, r.id); err != nil {
 			return err
 		}
 	}

@@ -126,13 +126,8 @@ func (q *qstate) readAhead(c *Consumer, m *msgIdx) *readAhead {
 		if ra == nil {
 			ra = &readAhead{q: q, s: s, c: c}
 		}
-		inline := x.inline && !x.split
-		ra.ms, ra.inline = append(ra.ms, x), append(ra.inline, inline)
-		if inline {
-			ra.keys = append(ra.keys, msgKey(q.ent.id, x.home, x.seq))
-		} else {
-			ra.keys = append(ra.keys, key2(kBody, q.ent.id, x.bodyRef))
-		}
+		key, inline := recordKey(q.ent.id, x, x.split)
+		ra.ms, ra.keys, ra.inline = append(ra.ms, x), append(ra.keys, key), append(ra.inline, inline)
 	}
 	return ra
 }
@@ -147,8 +142,8 @@ func (ra *readAhead) keep(recs [][]byte) {
 			continue
 		}
 		if ra.inline[i] {
-			mm, rec, err := decodeMetaRecord(v)
-			if err != nil || !mm.inline {
+			rec, moved, err := inlineRecord(v)
+			if err != nil || moved {
 				continue // split meanwhile: read when delivered
 			}
 			v = rec
@@ -658,26 +653,19 @@ func (b *Broker) loadBody(eid uint64, m *msgIdx) (*Message, error) {
 // cache reads its deliveries' bodies together, not one lookup each. It
 // must not be called with a queue's lock held. A done ctx fails the reads
 // not yet made.
-//
-// A message's record is in its index record's value while it is inline,
-// else under its body key, where a rewrite puts it in the same commit that
-// replaces or deletes the inline value.
 func (b *Broker) loadBodies(ctx context.Context, ls []*lazyBody) (msgs []*Message, errs []error) {
 	msgs, errs = make([]*Message, len(ls)), make([]error, len(ls))
 	recs := make([][]byte, len(ls))
 	var keys [][]byte
-	var idx []int // ls's index of each of keys
+	var idx []int     // ls's index of each of keys
+	var inline []bool // keys[j] is an index record, the message record inline
 	for i, l := range ls {
 		if c := b.cache.get(l.m); c != nil {
 			msgs[i] = c
 			continue
 		}
-		if l.m.inline && !l.split {
-			keys = append(keys, msgKey(l.eid, l.m.home, l.m.seq))
-		} else {
-			keys = append(keys, key2(kBody, l.eid, l.m.bodyRef))
-		}
-		idx = append(idx, i)
+		key, in := recordKey(l.eid, l.m, l.split)
+		keys, idx, inline = append(keys, key), append(idx, i), append(inline, in)
 	}
 	// Read-aheads' keys follow the deliveries' own.
 	var aheads []*readAhead
@@ -704,25 +692,24 @@ func (b *Broker) loadBodies(ctx context.Context, ls []*lazyBody) (msgs []*Messag
 			}
 		}
 		for j, i := range idx {
-			atBody := !ls[i].m.inline || ls[i].split
 			switch {
 			case err != nil:
 				errs[i] = readErr(i, err)
-			case atBody && vals[j] == nil:
+			case !inline[j] && vals[j] == nil:
 				errs[i] = readErr(i, store.ErrNotFound)
-			case atBody:
+			case !inline[j]:
 				recs[i] = vals[j]
 			case vals[j] == nil:
 				split = append(split, i) // and its inline value moved on
 			default:
-				mm, rec, derr := decodeMetaRecord(vals[j])
+				rec, moved, derr := inlineRecord(vals[j])
 				switch {
 				case derr != nil:
 					errs[i] = readErr(i, derr)
-				case mm.inline:
-					recs[i] = rec
-				default:
+				case moved:
 					split = append(split, i) // in place
+				default:
+					recs[i] = rec
 				}
 			}
 		}
@@ -757,6 +744,27 @@ func (b *Broker) loadBodies(ctx context.Context, ls []*lazyBody) (msgs []*Messag
 		msgs[i] = msg
 	}
 	return msgs, errs
+}
+
+// recordKey is where index entry m of entity eid keeps its message
+// record, as split says: in its index record's value while it is inline
+// (inline true), else under its body key, where a rewrite puts it in the
+// same commit that replaces or deletes the inline value.
+func recordKey(eid uint64, m *msgIdx, split bool) (key []byte, inline bool) {
+	if m.inline && !split {
+		return msgKey(eid, m.home, m.seq), true
+	}
+	return key2(kBody, eid, m.bodyRef), false
+}
+
+// inlineRecord returns the message record inline in index record v, or
+// moved when a rewrite split it off (to the message's body key).
+func inlineRecord(v []byte) (rec []byte, moved bool, err error) {
+	mm, rec, err := decodeMetaRecord(v)
+	if err != nil || !mm.inline {
+		return nil, err == nil, err
+	}
+	return rec, false, nil
 }
 
 // fill completes deliveries stamped without their bodies: outs[i] with

@@ -208,10 +208,7 @@ func (b *Broker) readAllRules(ctx context.Context) error {
 		return err
 	}
 	for s, rs := range rules {
-		sortRules(rs)
-		s.mu.Lock()
-		s.rules = rs
-		s.mu.Unlock()
+		s.setRules(rs)
 	}
 	return nil
 }

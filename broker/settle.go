@@ -155,11 +155,12 @@ func (b *Broker) runMoves(w *work, moves []*move) error {
 	}
 	tx := b.newTxn(context.Background())
 	tx.bt.Ops = make([]store.Op, 0, 2*len(moves)) // most moves write two records
-	// Moves that write records of their entity (all but deletions) hold
-	// it: a delete of the entity waits for their commit, or, begun
-	// already, fails them, so that no record outlives the entity.
+	// Moves that write records of their entity (not deletions, nor those
+	// that write nothing) hold it: a delete of the entity waits for their
+	// commit, or, begun already, fails them, so that no record outlives
+	// the entity.
 	for _, mv := range moves {
-		if mv.dropped || mv.kind == mvDelete || slices.Contains(tx.writing, mv.q) {
+		if mv.dropped || mv.kind == mvDelete || mv.kind == mvReturn || mv.kind == mvRetry || slices.Contains(tx.writing, mv.q) {
 			continue
 		}
 		mv.q.mu.Lock()
@@ -443,8 +444,9 @@ func (q *qstate) settleLocked(r *settleReq, w *work) error {
 	// Messages that only go back, unlocked, write nothing: they go back at
 	// once when the settlement commits nothing else, or else with its
 	// commit, as moves, so that a settlement that fails returns none.
+	alone := len(w.moves) == n
 	for _, m := range w.back {
-		if len(w.moves) == n {
+		if alone {
 			q.unlock(m)
 			q.route(m)
 		} else {

@@ -561,13 +561,17 @@ func (s *Store) GetMany(ctx context.Context, keys [][]byte) ([][]byte, error) {
 	if err := rows.Err(); err != nil {
 		return fail(err)
 	}
+	handed := make(map[string]bool, len(found))
 	for i, k := range keys {
 		v, ok := found[string(k)]
 		if !ok {
 			continue
 		}
+		if handed[string(k)] {
+			v = slices.Clone(v) // a repeated key gets a copy of its own
+		}
+		handed[string(k)] = true
 		out[i] = v
-		found[string(k)] = slices.Clone(v) // a repeated key gets a copy of its own
 	}
 	return out, nil
 }

@@ -57,6 +57,17 @@ func (e *env) wantUnchanged(before state, queues ...string) {
 	}
 }
 
+// lockedInBothSubqueues makes queue q with a message locked in its
+// dead-letter subqueue and one locked in its main subqueue.
+func (e *env) lockedInBothSubqueues(q string) (dlq, main *Message) {
+	e.t.Helper()
+	e.queue(q, QueueProperties{})
+	e.send(q, msg("to-dlq"), msg("main"))
+	first := e.locked(q, 1)[0]
+	e.must(e.b.DeadLetter(e.ctx, q, "r", "", nil, first.LockToken))
+	return e.locked(q+"/$DeadLetterQueue", 1)[0], e.locked(q, 1)[0]
+}
+
 // locked receives n messages of q in peek-lock mode on a consumer that
 // stays open (locks survive).
 func (e *env) locked(q string, n int) []*Message {
@@ -176,12 +187,7 @@ func TestSettlementWhoseCommitFailsChangesNothing(t *testing.T) {
 // whose commit fails returns neither.
 func TestAbandonAcrossSubqueuesWhoseCommitFailsReturnsNothing(t *testing.T) {
 	e, g := newGatedEnv(t, failWith(true))
-	e.queue("q", QueueProperties{})
-	e.send("q", msg("to-dlq"), msg("main"))
-	first := e.locked("q", 1)[0]
-	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, first.LockToken))
-	dlq := e.locked("q/$DeadLetterQueue", 1)[0]
-	main := e.locked("q", 1)[0]
+	dlq, main := e.lockedInBothSubqueues("q")
 	before := e.state("q")
 	if err := failCommit(t, g, func() error { return e.b.Abandon(e.ctx, "q", nil, dlq.LockToken, main.LockToken) }); err == nil {
 		t.Fatal("Abandon succeeded though its commit failed")
@@ -228,12 +234,7 @@ func TestSettlementWhoseCommitFailsAfterItsLocksExpiredReturnsThem(t *testing.T)
 // the first and then failed on the second.
 func TestDeadLetterOfMainAndDeadLetteredMessageChangesNothing(t *testing.T) {
 	e := newEnv(t)
-	e.queue("q", QueueProperties{})
-	e.send("q", msg("to-dlq"), msg("main"))
-	first := e.locked("q", 1)[0]
-	e.must(e.b.DeadLetter(e.ctx, "q", "r", "", nil, first.LockToken))
-	dlq := e.locked("q/$DeadLetterQueue", 1)[0]
-	main := e.locked("q", 1)[0]
+	dlq, main := e.lockedInBothSubqueues("q")
 	before := e.state("q")
 	err := e.b.DeadLetter(e.ctx, "q", "again", "", nil, main.LockToken, dlq.LockToken)
 	wantErr(t, err, ErrInvalidArgument)

@@ -103,29 +103,26 @@ func TestSessionDeliveriesReadTheirSessionAhead(t *testing.T) {
 		want[i] = fmt.Sprintf("s%d", i)
 		e.send("q", &Message{SessionID: "s", Body: []byte(want[i]), Properties: map[string]any{"i": int64(i)}})
 	}
-	receiveOne := func(c *Consumer, sk *sink) *Message {
+	var got []*Message
+	// receive takes n messages one at a time on c, completing each.
+	receive := func(c *Consumer, sk *sink, n int) {
 		t.Helper()
-		c.AddCredit(1)
-		return sk.takeN(t, 1)[0]
+		for range n {
+			c.AddCredit(1)
+			m := sk.takeN(t, 1)[0]
+			e.must(e.b.Complete(e.ctx, "q", m.LockToken))
+			got = append(got, m)
+		}
 	}
 	c, sk := e.accept("q", "s")
-	var got []*Message
-	for range 3 {
-		m := receiveOne(c, sk)
-		e.must(e.b.Complete(e.ctx, "q", m.LockToken))
-		got = append(got, m)
-	}
+	receive(c, sk, 3)
 	if n, k := fs.getManys.Load(), fs.manyKeys.Load(); n != 1 || k != 10 {
 		t.Fatalf("three deliveries read %d times, %d keys; want once, the session's ten", n, k)
 	}
 	// A new holder of the session reads again.
 	e.must(c.Close())
 	c, sk = e.accept("q", "s")
-	for range 7 {
-		m := receiveOne(c, sk)
-		e.must(e.b.Complete(e.ctx, "q", m.LockToken))
-		got = append(got, m)
-	}
+	receive(c, sk, 7)
 	if n, k := fs.getManys.Load(), fs.manyKeys.Load(); n != 2 || k != 17 {
 		t.Fatalf("after the session changed hands: %d reads of %d keys; want 2 and 17", n, k)
 	}

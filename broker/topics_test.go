@@ -286,10 +286,10 @@ func TestNewIDDrawsOnTheBrokersRandomSource(t *testing.T) {
 	}
 }
 
-// A subscription deleted while a send to its topic is committing keeps
-// none of the send's records; the send succeeds, its copy for the other
-// subscription stays.
-func TestDeleteSubscriptionWithASendInFlightLeavesNoRecords(t *testing.T) {
+// openTopicAB opens a broker over a gated store with topic t and its
+// subscriptions a and b, and returns a's id.
+func openTopicAB(t *testing.T) (*Broker, *gatedStore, uint64) {
+	t.Helper()
 	b, g := openGated(t, clock.NewFake(t0), 3, nil)
 	ctx := context.Background()
 	must(t, b.CreateTopic(ctx, "t", TopicProperties{}))
@@ -297,7 +297,15 @@ func TestDeleteSubscriptionWithASendInFlightLeavesNoRecords(t *testing.T) {
 	must(t, b.CreateSubscription(ctx, "t", "b", SubscriptionProperties{}))
 	a, err := b.entityOf(kindSubscription, "t", "a")
 	must(t, err)
-	id := a.id
+	return b, g, a.id
+}
+
+// A subscription deleted while a send to its topic is committing keeps
+// none of the send's records; the send succeeds, its copy for the other
+// subscription stays.
+func TestDeleteSubscriptionWithASendInFlightLeavesNoRecords(t *testing.T) {
+	b, g, id := openTopicAB(t)
+	ctx := context.Background()
 	g.arm()
 	p := b.SendAsync(ctx, "t", []*Message{msg("x")}, nil, nil)
 	<-g.entered // the send's commit is held
@@ -322,14 +330,8 @@ func TestDeleteSubscriptionWithASendInFlightLeavesNoRecords(t *testing.T) {
 // deleted succeeds and gives that subscription no copy, as if it were
 // already gone.
 func TestSendToATopicSkipsASubscriptionBeingDeleted(t *testing.T) {
-	b, g := openGated(t, clock.NewFake(t0), 3, nil)
+	b, g, id := openTopicAB(t)
 	ctx := context.Background()
-	must(t, b.CreateTopic(ctx, "t", TopicProperties{}))
-	must(t, b.CreateSubscription(ctx, "t", "a", SubscriptionProperties{}))
-	must(t, b.CreateSubscription(ctx, "t", "b", SubscriptionProperties{}))
-	a, err := b.entityOf(kindSubscription, "t", "a")
-	must(t, err)
-	id := a.id
 	g.arm()
 	del := make(chan error, 1)
 	go func() { del <- b.DeleteSubscription(ctx, "t", "a") }()
